@@ -1,0 +1,329 @@
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/flotilla-gitops/flotilla/agent/metrics"
+	"github.com/flotilla-gitops/flotilla/pkg/apply"
+	"github.com/flotilla-gitops/flotilla/pkg/gitrepo"
+	"github.com/flotilla-gitops/flotilla/pkg/render"
+	"github.com/flotilla-gitops/flotilla/pkg/slice"
+	"github.com/flotilla-gitops/flotilla/pkg/status"
+)
+
+// ErrWrongBranch: the fetched revision is not the configured branch's.
+var ErrWrongBranch = errors.New("revision is not from the configured branch")
+
+// ErrNoRevision: there is no checkout to reconcile (Git has never been
+// reached, or every checkout was refused).
+var ErrNoRevision = errors.New("no revision to reconcile")
+
+type syncOutcome struct {
+	res gitrepo.Result
+	err error
+}
+
+// sync runs Source.Sync, timing it.
+func (l *Loop) sync(ctx context.Context) syncOutcome {
+	start := time.Now()
+	res, err := l.cfg.Source.Sync(ctx)
+	d := time.Since(start)
+	result := metrics.FetchSuccess
+	switch {
+	case errors.Is(err, gitrepo.ErrUnreachable):
+		result = metrics.FetchUnreachable
+	case err != nil:
+		result = metrics.FetchError
+	}
+	l.cfg.Metrics.ObserveFetch(d, result)
+	if err != nil {
+		l.log.Warn("git sync failed", "error", l.redact.err(err), "duration", d)
+	} else {
+		l.log.Debug("git sync", "revision", res.Revision, "changed", res.Changed, "fetched", res.Fetched, "duration", d)
+	}
+	return syncOutcome{res: res, err: err}
+}
+
+// loopProblem is a loop-level failure of a cycle.
+type loopProblem struct {
+	reason string
+	err    error
+}
+
+// cycleRun is the state of one cycle, shared by its unit workers.
+type cycleRun struct {
+	start      time.Time
+	rev        *acceptedRev
+	renderOpts render.Options
+	obs        *apply.Observation
+
+	rendered, applied, unchanged, failed, waiting atomic.Int64
+	driftCorrected                                atomic.Int64
+}
+
+func (l *Loop) cycle(ctx context.Context, pre *syncOutcome) (*status.ClusterStatus, error) {
+	l.cycleMu.Lock()
+	defer l.cycleMu.Unlock()
+	rc := &cycleRun{start: time.Now()}
+	var problems []loopProblem
+
+	// 1. fetch, or the cached checkout while Git is unreachable.
+	so := pre
+	if so == nil {
+		s := l.sync(ctx)
+		so = &s
+	}
+	var candidate *gitrepo.Result
+	if so.err == nil {
+		l.desired = so.res.Revision
+		r := so.res
+		candidate = &r
+	} else {
+		problems = append(problems, loopProblem{status.ReasonFetchFailed, fmt.Errorf("fetch: %w", so.err)})
+		if r, ok := l.cfg.Source.LastGood(); ok {
+			candidate = &r
+		}
+	}
+	fetched := ""
+	var verif *status.Verification
+	if candidate != nil {
+		fetched = candidate.Revision
+		// 2–3. verify and read the slice, else fall back to the last
+		// accepted revision.
+		rev, v, reason, err := l.accept(ctx, *candidate)
+		verif = v
+		if err != nil {
+			problems = append(problems, loopProblem{reason, err})
+			if a := l.accepted; a != nil && a.res.Hash != candidate.Hash && dirExists(a.res.Dir) {
+				l.log.Warn("reconciling the last accepted revision", "revision", a.res.Revision, "refused", candidate.Revision)
+				rev = a
+			}
+		}
+		rc.rev = rev
+	}
+	if candidate == nil {
+		problems = append(problems, loopProblem{status.ReasonFetchFailed, ErrNoRevision})
+	}
+
+	var st *status.ClusterStatus
+	if rc.rev != nil {
+		l.prepare(ctx, rc)
+		l.runUnits(ctx, rc)
+		l.pruneRemoved(ctx, rc)
+	}
+	st = l.buildStatus(rc, fetched, verif, problems)
+	l.addVolcanoStatus(ctx, rc, st)
+	l.finish(ctx, rc, st, problems)
+	var err error
+	if len(problems) > 0 {
+		errs := make([]error, len(problems))
+		for i, p := range problems {
+			errs[i] = p.err
+		}
+		err = errors.Join(errs...)
+	}
+	return st, err
+}
+
+// accept verifies a checkout and reads its slice, reusing both for a
+// revision already accepted.
+func (l *Loop) accept(ctx context.Context, res gitrepo.Result) (*acceptedRev, *status.Verification, string, error) {
+	if a := l.accepted; a != nil && a.res.Hash == res.Hash && a.res.Dir == res.Dir {
+		return a, l.verified[res.Hash].v, "", nil
+	}
+	if !strings.HasPrefix(res.Revision, l.cfg.Branch+"@sha1:") {
+		return nil, nil, status.ReasonVerificationFailed, fmt.Errorf("verify %s: %w %q", res.Revision, ErrWrongBranch, l.cfg.Branch)
+	}
+	var v *status.Verification
+	if l.cfg.Verifier != nil {
+		cached, ok := l.verified[res.Hash]
+		if !ok {
+			var err error
+			cached.v, err = l.cfg.Verifier.Verify(ctx, res)
+			if err != nil {
+				return nil, cached.v, status.ReasonVerificationFailed, fmt.Errorf("verify %s: %w", res.Revision, err)
+			}
+			// Keep the newest verdicts only: one per accepted revision.
+			clear(l.verified)
+			l.verified[res.Hash] = cached
+		}
+		v = cached.v
+	}
+	sl, err := slice.Read(res.Dir, l.cfg.Cluster)
+	if err != nil {
+		return nil, v, status.ReasonRenderFailed, fmt.Errorf("revision %s: %w", res.Revision, err)
+	}
+	a := &acceptedRev{res: res, slice: sl}
+	l.accepted = a
+	return a, v, "", nil
+}
+
+// prepare does the cycle's per-cluster reads: discovery (for Helm
+// capabilities and status) and one Observation of every managed object.
+func (l *Loop) prepare(ctx context.Context, rc *cycleRun) {
+	rc.renderOpts = l.cfg.Render
+	if l.cfg.Discovery != nil {
+		info, err := l.cfg.Discovery.Discover(ctx)
+		if err != nil {
+			l.log.Warn("discovery failed; using the last known capabilities", "error", l.redact.err(err))
+		} else {
+			l.info, l.infoOK = info, true
+		}
+	}
+	if l.infoOK {
+		rc.renderOpts.Capabilities = render.Capabilities{
+			KubeVersion: l.info.KubeVersion,
+			APIVersions: append(slices.Clone(l.info.GroupVersions), l.info.Resources...),
+		}
+	}
+	obs, err := l.cfg.Applier.Observe(ctx)
+	if err != nil {
+		// Not fatal: Check and Apply read objects one by one instead.
+		l.log.Warn("observe managed objects failed", "error", l.redact.err(err))
+		obs = nil
+	}
+	rc.obs = obs
+}
+
+// pruneRemoved deletes the units that have an inventory but left the slice.
+func (l *Loop) pruneRemoved(ctx context.Context, rc *cycleRun) {
+	inv, err := l.cfg.Applier.Units(ctx)
+	if err != nil {
+		l.log.Warn("list unit inventories failed; units that left the slice are pruned next cycle", "error", l.redact.err(err))
+		if inv == nil {
+			return
+		}
+	}
+	inSlice := make(map[string]bool, len(rc.rev.slice.Units))
+	for _, u := range rc.rev.slice.Units {
+		inSlice[u.Name] = true
+	}
+	var gone []string
+	for _, u := range inv {
+		if !inSlice[u] {
+			gone = append(gone, u)
+		}
+	}
+	for name := range l.removed {
+		if inSlice[name] || !slices.Contains(gone, name) {
+			delete(l.removed, name)
+		}
+	}
+	if len(gone) == 0 {
+		return
+	}
+	var (
+		wg  sync.WaitGroup
+		mu  sync.Mutex
+		sem = make(chan struct{}, l.cfg.Workers)
+	)
+	for _, name := range gone {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			if l.retainJob(ctx, name) {
+				return
+			}
+			res, err := l.cfg.Applier.Delete(ctx, name)
+			mu.Lock()
+			defer mu.Unlock()
+			l.unitsMu.Lock()
+			delete(l.units, name)
+			l.unitsMu.Unlock()
+			if err != nil && !errors.Is(err, apply.ErrNoInventory) {
+				st := l.removed[name]
+				if st == nil {
+					st = &unitState{}
+					l.removed[name] = st
+				}
+				st.lastError = l.redact.err(err)
+				st.setFailed(status.ReasonPruneFailed, "unit left the slice; deleting it failed: "+st.lastError, false, false)
+				l.log.Warn("delete unit that left the slice failed", "unit", name, "error", st.lastError)
+				return
+			}
+			delete(l.removed, name)
+			attrs := []any{"unit", name}
+			if res != nil {
+				attrs = append(attrs, "pruned", len(res.Pruned), "kept", len(res.PruneKept), "orphaned", len(res.Orphaned))
+			}
+			l.log.Info("unit left the slice; deleted", attrs...)
+		})
+	}
+	wg.Wait()
+}
+
+// finish publishes status and metrics and logs the cycle.
+func (l *Loop) finish(ctx context.Context, rc *cycleRun, st *status.ClusterStatus, problems []loopProblem) {
+	d := time.Since(rc.start)
+	result := metrics.ResultSuccess
+	switch {
+	case rc.rev == nil || ctx.Err() != nil:
+		result = metrics.ResultFailure
+	case len(problems) > 0 || rc.failed.Load() > 0 || rc.waiting.Load() > 0 || !allReady(st):
+		result = metrics.ResultPartial
+	}
+	m := l.cfg.Metrics
+	m.ObserveCycle(d, result)
+	m.AddDriftCorrections(int(rc.driftCorrected.Load()))
+	ready := map[string]bool{}
+	managed := 0
+	for _, u := range st.Units {
+		ready[u.Name] = unitReady(u)
+		managed += u.Objects
+	}
+	m.SetUnits(ready)
+	m.SetManagedObjects(managed)
+	m.SetAppliedRevision(st.AppliedRevision)
+
+	if rc.rev != nil && ctx.Err() == nil {
+		l.ready.Store(true)
+	}
+	attrs := []any{
+		"result", result, "duration", d.Round(time.Millisecond),
+		"desiredRevision", st.DesiredRevision, "appliedRevision", st.AppliedRevision,
+		"units", len(st.Units), "rendered", rc.rendered.Load(), "applied", rc.applied.Load(),
+		"unchanged", rc.unchanged.Load(), "failed", rc.failed.Load(), "waiting", rc.waiting.Load(),
+		"driftCorrected", rc.driftCorrected.Load(),
+	}
+	if rc.rev != nil {
+		attrs = append(attrs, "revision", rc.rev.res.Revision)
+	}
+	if st.LastError != "" {
+		attrs = append(attrs, "error", st.LastError)
+	}
+	l.log.Info("cycle finished", attrs...)
+
+	l.statusMu.Lock()
+	l.last = st
+	l.statusMu.Unlock()
+	if l.cfg.Sink != nil {
+		// The document is worth publishing even when the cycle was cancelled.
+		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		if err := l.cfg.Sink.Publish(pctx, st); err != nil {
+			l.log.Warn("publish status failed", "error", l.redact.err(err))
+		}
+	}
+}
+
+func allReady(st *status.ClusterStatus) bool {
+	for _, u := range st.Units {
+		if !unitReady(u) {
+			return false
+		}
+	}
+	return true
+}
+
+func dirExists(dir string) bool {
+	fi, err := os.Stat(dir)
+	return err == nil && fi.IsDir()
+}

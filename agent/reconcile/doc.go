@@ -1,0 +1,56 @@
+// Package reconcile owns the agent's loop: each cycle makes the cluster
+// match the cluster's slice of the fleet repo and reports what it did as a
+// status.ClusterStatus.
+//
+// # One cycle
+//
+//  1. fetch: Source.Sync (ls-remote, and a shallow fetch only when the head
+//     moved). When Git is unreachable the cycle goes on with the cached
+//     checkout (Source.LastGood), so drift is still corrected offline.
+//  2. verify: the revision must be the configured branch's, then the
+//     Verifier (commit signatures, issue 6) decides. A refused commit
+//     changes nothing: the cycle reconciles the last accepted revision.
+//  3. slice: slice.Read of rendered/<bucket>/<cluster>/slice.yaml. An
+//     unreadable slice also falls back to the last accepted revision; with
+//     none, every unit is left as it is.
+//  4. units, in dependency order, up to Config.Workers at a time: a unit
+//     whose dependsOn are not all Ready waits (DependencyNotReady) and is
+//     retried next cycle; a failure never stops an independent unit. Per
+//     unit: Applier.Check compares the inventory with the live objects'
+//     metadata (one List per kind per cycle, Applier.Observe); a unit with
+//     the same content hash and no drift is neither rendered nor applied.
+//     Otherwise render.Unit (Helm capabilities from live discovery, cached
+//     per cycle) and Applier.Apply (server-side apply, prune, health).
+//     A unit that fails to render keeps its last applied state — nothing is
+//     applied or pruned — and its error goes to status; if its objects
+//     drifted meanwhile, they are restored from the last revision it
+//     rendered at, while that checkout is still on disk.
+//  5. units that left the slice are deleted through their inventories
+//     (Applier.Delete honours the prune flag they were applied with), after
+//     the others were applied, so an object moving between units is never
+//     deleted and re-created.
+//  6. status: a status.ClusterStatus goes to the StatusSink, metrics are
+//     updated.
+//
+// # Timing
+//
+// Run starts a cycle every Config.Interval (±Config.Jitter). Between
+// cycles it polls Git every Config.PollInterval (default: the interval); a
+// moved head starts a cycle at once, in which only changed (or drifted)
+// units are rendered and applied. When its context ends, Run lets the
+// current cycle finish for up to Config.ShutdownGrace, then cancels it
+// (pkg/apply records new objects before creating them, so an interrupted
+// apply orphans nothing). After each cycle Run returns freed memory to the
+// OS (one forced GC per cycle), so the agent's resident size between
+// cycles is what it keeps, not the cycle's peak.
+//
+// # Readiness of unchanged units
+//
+// A unit that is up to date and was Ready in an earlier cycle of this
+// process stays Ready without reads; one whose readiness is unknown (after
+// a restart) or was not Ready is checked with Applier.CheckReady, polled
+// until its timeout when it sets wait.
+//
+// Consumers' interfaces (Source, Applier, Discovery, Verifier, StatusSink)
+// live here; *gitrepo.Source and *apply.Applier implement theirs.
+package reconcile

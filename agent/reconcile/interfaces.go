@@ -1,0 +1,69 @@
+package reconcile
+
+import (
+	"context"
+
+	"github.com/flotilla-gitops/flotilla/pkg/apply"
+	"github.com/flotilla-gitops/flotilla/pkg/gitrepo"
+	"github.com/flotilla-gitops/flotilla/pkg/status"
+)
+
+// Source is the fleet repo's checkout; *gitrepo.Source implements it.
+type Source interface {
+	// Sync brings the checkout up to date with the branch head
+	// (errors.Is(err, gitrepo.ErrUnreachable) for an outage).
+	Sync(ctx context.Context) (gitrepo.Result, error)
+	// LastGood is the last synced checkout, also from a previous process.
+	LastGood() (gitrepo.Result, bool)
+}
+
+// Applier applies units to the cluster; *apply.Applier implements it.
+type Applier interface {
+	Apply(ctx context.Context, u apply.UnitRequest) (*apply.UnitResult, error)
+	Check(ctx context.Context, unit string, obs *apply.Observation) (*apply.UnitCheck, error)
+	CheckReady(ctx context.Context, unit string) (bool, []string, error)
+	Units(ctx context.Context) ([]string, error)
+	Delete(ctx context.Context, unit string) (*apply.UnitResult, error)
+	Observe(ctx context.Context) (*apply.Observation, error)
+}
+
+// Verifier decides whether a fetched commit may be applied; commit
+// signature verification (issue 6) plugs in here. The loop has already
+// checked that head is the configured branch's. An error refuses the
+// commit: the loop keeps reconciling the last accepted revision and puts
+// the error in status (reason VerificationFailed). The returned
+// Verification, when not nil, goes to status as is.
+type Verifier interface {
+	Verify(ctx context.Context, head gitrepo.Result) (*status.Verification, error)
+}
+
+// VerifierFunc adapts a function to Verifier.
+type VerifierFunc func(ctx context.Context, head gitrepo.Result) (*status.Verification, error)
+
+// Verify calls f.
+func (f VerifierFunc) Verify(ctx context.Context, head gitrepo.Result) (*status.Verification, error) {
+	return f(ctx, head)
+}
+
+// StatusSink receives the status document after every cycle. Publish must
+// not keep st: the loop reuses nothing, but a sink that stores it should
+// store a copy it can own (st is not modified after Publish returns).
+type StatusSink interface {
+	Publish(ctx context.Context, st *status.ClusterStatus) error
+}
+
+// Discovery reports the live cluster's version and served APIs.
+type Discovery interface {
+	Discover(ctx context.Context) (ClusterInfo, error)
+}
+
+// ClusterInfo is what discovery found.
+type ClusterInfo struct {
+	// KubeVersion like "v1.36.3".
+	KubeVersion string
+	// GroupVersions served, like "v1" and "apps/v1", sorted.
+	GroupVersions []string
+	// Resources are "group/version/Kind" entries (".Capabilities.APIVersions.Has
+	// "apps/v1/Deployment"" in Helm), sorted.
+	Resources []string
+}

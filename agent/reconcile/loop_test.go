@@ -1,0 +1,418 @@
+package reconcile_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/flotilla-gitops/flotilla/agent/reconcile"
+	"github.com/flotilla-gitops/flotilla/pkg/apply"
+	"github.com/flotilla-gitops/flotilla/pkg/gitrepo"
+	"github.com/flotilla-gitops/flotilla/pkg/render"
+	"github.com/flotilla-gitops/flotilla/pkg/slice"
+	"github.com/flotilla-gitops/flotilla/pkg/status"
+	"github.com/flotilla-gitops/flotilla/test/gitserver"
+	"github.com/flotilla-gitops/flotilla/test/testenv"
+)
+
+// One minimal cluster (no controllers: Deployments never become Ready)
+// serves the package's tests; each test has its own namespaces.
+var shared struct {
+	once    sync.Once
+	cluster *testenv.Cluster
+	err     error
+}
+
+func TestMain(m *testing.M) {
+	render.ServeWorkerIfRequested()
+	ctrllog.SetLogger(logr.Discard())
+	code := m.Run()
+	if shared.cluster != nil {
+		_ = shared.cluster.Stop()
+	}
+	os.Exit(code)
+}
+
+func cluster(t *testing.T) *testenv.Cluster {
+	t.Helper()
+	shared.once.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), testenv.StartTimeout)
+		defer cancel()
+		shared.cluster, shared.err = testenv.New(ctx, "reconcile", "", testenv.ClusterOptions{Mode: testenv.Minimal})
+	})
+	if shared.err != nil {
+		t.Fatal(shared.err)
+	}
+	return shared.cluster
+}
+
+// unit is a unit of a test slice: a kustomization over files.
+type unit struct {
+	name      string
+	files     map[string]string
+	dependsOn []string
+	noPrune   bool
+	wait      bool
+}
+
+// writeSlice writes the cluster's slice into dir, replacing the old one.
+func writeSlice(t *testing.T, dir, clusterName string, units []unit) {
+	t.Helper()
+	if err := os.RemoveAll(filepath.Join(dir, filepath.FromSlash(slice.ClusterDir(clusterName)))); err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "apiVersion: %s\nkind: %s\ncluster: %s\nunits:\n", slice.APIVersion, slice.Kind, clusterName)
+	for _, u := range units {
+		unitDir := slice.UnitDir(clusterName, u.name)
+		h := sha256.New()
+		names := make([]string, 0, len(u.files))
+		for n := range u.files {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		for _, n := range names {
+			p := filepath.Join(dir, filepath.FromSlash(unitDir), n)
+			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(p, []byte(u.files[n]), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			fmt.Fprintf(h, "%s\x00%s\x00", n, u.files[n])
+		}
+		fmt.Fprintf(&b, "- name: %s\n  kind: kustomize\n  path: %s\n  prune: %v\n  wait: %v\n  timeout: 3s\n  hash: sha256:%s\n",
+			u.name, unitDir, !u.noPrune, u.wait, hex.EncodeToString(h.Sum(nil)))
+		if len(u.dependsOn) > 0 {
+			fmt.Fprintf(&b, "  dependsOn: [%s]\n", strings.Join(u.dependsOn, ", "))
+		}
+	}
+	p := filepath.Join(dir, filepath.FromSlash(slice.SlicePath(clusterName)))
+	if err := os.WriteFile(p, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func configMapUnit(name, ns, value string) unit {
+	return unit{name: name, files: map[string]string{
+		"kustomization.yaml": "resources:\n  - cm.yaml\n",
+		"cm.yaml":            fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: %s\n  namespace: %s\ndata:\n  value: %q\n", name, ns, value),
+	}}
+}
+
+// env is one test's Git repository, agent namespace and loop.
+type env struct {
+	t       *testing.T
+	c       *testenv.Cluster
+	k       client.Client
+	srv     *gitserver.Server
+	dir     string
+	name    string // cluster, repository, namespace prefix
+	ns      string // application namespace
+	counter *apply.WriteCounter
+	applier *apply.Applier
+	loop    *reconcile.Loop
+}
+
+func newEnv(t *testing.T, name string, units []unit, verifier reconcile.Verifier) *env {
+	t.Helper()
+	c := cluster(t)
+	e := &env{t: t, c: c, k: c.Client(), srv: gitserver.Start(t, gitserver.ForgeConfig()), dir: t.TempDir(), name: name, ns: name + "-apps"}
+	ctx := context.Background()
+	for _, ns := range []string{e.ns, "flotilla-" + name} {
+		if err := c.CreateNamespace(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+	}
+	writeSlice(t, e.dir, name, units)
+	url := e.srv.MustCreateRepo(t, name, e.dir)
+	cfg := c.RESTConfig()
+	cfg.QPS, cfg.Burst = 200, 400
+	e.counter = &apply.WriteCounter{}
+	e.counter.Wrap(cfg)
+	var err error
+	e.applier, err = apply.New(cfg, apply.Options{InventoryNamespace: "flotilla-" + name, Cluster: name, PollInterval: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	disc, err := reconcile.NewKubeDiscovery(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.loop, err = reconcile.New(reconcile.Config{
+		Cluster: name,
+		Source: &gitrepo.Source{URL: url, Auth: gitrepo.Auth{Username: gitserver.Maintainer, Password: e.srv.Password(gitserver.Maintainer)},
+			CacheDir: t.TempDir(), Timeout: 10 * time.Second},
+		Applier: e.applier, Discovery: disc, Verifier: verifier,
+		Interval: time.Second, Workers: 4,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// push commits the slice in e.dir.
+func (e *env) push(units []unit) string {
+	e.t.Helper()
+	writeSlice(e.t, e.dir, e.name, units)
+	files := map[string]string{}
+	err := filepath.WalkDir(e.dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		data, err := os.ReadFile(p)
+		rel, _ := filepath.Rel(e.dir, p)
+		files[filepath.ToSlash(rel)] = string(data)
+		return err
+	})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return e.srv.Commit(e.t, e.name, gitserver.Maintainer, files, []string{slice.RenderedDir}, "change")
+}
+
+func (e *env) cycle() (*status.ClusterStatus, error) {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	return e.loop.Cycle(ctx)
+}
+
+func (e *env) value(name string) (string, error) {
+	cm := &corev1.ConfigMap{}
+	err := e.k.Get(context.Background(), client.ObjectKey{Namespace: e.ns, Name: name}, cm)
+	return cm.Data["value"], err
+}
+
+func unitStatus(st *status.ClusterStatus, name string) *status.UnitStatus {
+	for i := range st.Units {
+		if st.Units[i].Name == name {
+			return &st.Units[i]
+		}
+	}
+	return nil
+}
+
+func readyReason(u *status.UnitStatus) string {
+	if u == nil {
+		return "<no unit>"
+	}
+	c := apimeta.FindStatusCondition(u.Conditions, status.ConditionReady)
+	if c == nil {
+		return "<no Ready>"
+	}
+	return string(c.Status) + "/" + c.Reason
+}
+
+func TestLoopUnchangedUnitsAreNotRenderedOrWritten(t *testing.T) {
+	e := newEnv(t, "unchanged", []unit{configMapUnit("a", "unchanged-apps", "1"), configMapUnit("b", "unchanged-apps", "1")}, nil)
+	st, err := e.cycle()
+	if err != nil || !strings.HasSuffix(st.AppliedRevision, e.srv.Head(e.name, "main")) {
+		t.Fatalf("first cycle: %v %+v", err, st)
+	}
+	if st.KubernetesVersion == "" || len(st.APIVersions) == 0 {
+		t.Errorf("discovery missing from status: %q %d", st.KubernetesVersion, len(st.APIVersions))
+	}
+	e.counter.Reset()
+	st, err = e.cycle()
+	if err != nil || readyReason(unitStatus(st, "a")) != "True/"+status.ReasonSucceeded {
+		t.Fatalf("second cycle: %v %+v", err, st)
+	}
+	if w, d := e.counter.Writes(), e.counter.DryRuns(); w != 0 || d != 0 {
+		t.Errorf("unchanged cycle: %d writes, %d dry-runs", w, d)
+	}
+
+	// Only the changed unit is applied.
+	rev := e.push([]unit{configMapUnit("a", "unchanged-apps", "2"), configMapUnit("b", "unchanged-apps", "1")})
+	e.counter.Reset()
+	st, err = e.cycle()
+	if err != nil || !strings.HasSuffix(st.AppliedRevision, rev) {
+		t.Fatalf("third cycle: %v %+v", err, st)
+	}
+	if v, _ := e.value("a"); v != "2" {
+		t.Errorf("a = %q", v)
+	}
+	if w := e.counter.Writes(); w != 2 {
+		t.Errorf("%d writes for one changed ConfigMap, want 2 (object and inventory)", w)
+	}
+	// Unit b is at the new revision too: its content did not change.
+	if b := unitStatus(st, "b"); b == nil || !strings.HasSuffix(b.AppliedRevision, rev) {
+		t.Errorf("unit b: %+v", b)
+	}
+}
+
+func TestLoopDependencyNotReady(t *testing.T) {
+	ns := "deps-apps"
+	deployment := unit{name: "slow", wait: true, files: map[string]string{
+		"kustomization.yaml": "resources:\n  - d.yaml\n",
+		// Nothing in a minimal cluster makes a Deployment Ready.
+		"d.yaml": "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: slow\n  namespace: " + ns + "\nspec:\n  replicas: 1\n  selector:\n    matchLabels: {app: slow}\n  template:\n    metadata:\n      labels: {app: slow}\n    spec:\n      containers:\n        - name: c\n          image: nginx\n",
+	}}
+	dependent := configMapUnit("dependent", ns, "x")
+	dependent.dependsOn = []string{"slow"}
+	independent := configMapUnit("independent", ns, "x")
+	e := newEnv(t, "deps", []unit{deployment, dependent, independent}, nil)
+	st, err := e.cycle()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := readyReason(unitStatus(st, "slow")); r != "False/"+status.ReasonHealthCheckFailed {
+		t.Errorf("slow: %s", r)
+	}
+	if r := readyReason(unitStatus(st, "dependent")); r != "False/"+status.ReasonDependencyNotReady {
+		t.Errorf("dependent: %s", r)
+	}
+	if r := readyReason(unitStatus(st, "independent")); r != "True/"+status.ReasonSucceeded {
+		t.Errorf("independent: %s", r)
+	}
+	if _, err := e.value("dependent"); !apierrors.IsNotFound(err) {
+		t.Errorf("the dependent was applied: %v", err)
+	}
+	if st.AppliedRevision != "" {
+		t.Errorf("applied revision %q with a unit not applied", st.AppliedRevision)
+	}
+	c := apimeta.FindStatusCondition(st.Conditions, status.ConditionReconciling)
+	if c == nil || c.Status != "True" {
+		t.Errorf("cluster not Reconciling: %+v", st.Conditions)
+	}
+}
+
+func TestLoopRefusedCommitKeepsTheLastAccepted(t *testing.T) {
+	var mu sync.Mutex
+	refused := map[string]bool{}
+	verifier := reconcile.VerifierFunc(func(_ context.Context, head gitrepo.Result) (*status.Verification, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if refused[head.Hash] {
+			return &status.Verification{Mode: "test", Verified: false, Message: "untrusted"}, errors.New("signed by an untrusted key")
+		}
+		return &status.Verification{Mode: "test", Verified: true, Signer: "tester"}, nil
+	})
+	ns := "refuse-apps"
+	e := newEnv(t, "refuse", []unit{configMapUnit("cfg", ns, "good")}, verifier)
+	st, err := e.cycle()
+	if err != nil || st.Verification == nil || !st.Verification.Verified {
+		t.Fatalf("first cycle: %v %+v", err, st)
+	}
+	good := st.AppliedRevision
+
+	bad := e.push([]unit{configMapUnit("cfg", ns, "evil")})
+	mu.Lock()
+	refused[bad] = true
+	mu.Unlock()
+	st, err = e.cycle()
+	if err == nil || !strings.Contains(st.LastError, "untrusted") {
+		t.Fatalf("refused commit: %v %+v", err, st)
+	}
+	if c := apimeta.FindStatusCondition(st.Conditions, status.ConditionReady); c == nil || c.Reason != status.ReasonVerificationFailed {
+		t.Errorf("Ready: %+v", c)
+	}
+	if st.AppliedRevision != good || !strings.HasSuffix(st.FetchedRevision, bad) {
+		t.Errorf("revisions: applied %s fetched %s", st.AppliedRevision, st.FetchedRevision)
+	}
+	if v, _ := e.value("cfg"); v != "good" {
+		t.Fatalf("refused content applied: %q", v)
+	}
+	// Drift is still corrected, from the last accepted revision.
+	cm := &corev1.ConfigMap{}
+	if err := e.k.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "cfg"}, cm); err != nil {
+		t.Fatal(err)
+	}
+	cm.Data["value"] = "edited"
+	if err := e.k.Update(context.Background(), cm, client.FieldOwner("kubectl-edit")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.cycle(); err == nil {
+		t.Fatal("the refused commit is still the head: the cycle must report it")
+	}
+	if v, _ := e.value("cfg"); v != "good" {
+		t.Fatalf("drift not corrected from the accepted revision: %q", v)
+	}
+
+	next := e.push([]unit{configMapUnit("cfg", ns, "better")})
+	st, err = e.cycle()
+	if err != nil || !strings.HasSuffix(st.AppliedRevision, next) || st.LastError != "" {
+		t.Fatalf("accepted commit: %v %+v", err, st)
+	}
+	if v, _ := e.value("cfg"); v != "better" {
+		t.Errorf("value %q", v)
+	}
+}
+
+func TestLoopUnreadableSliceLeavesUnitsAsTheyAre(t *testing.T) {
+	ns := "broken-apps"
+	e := newEnv(t, "broken", []unit{configMapUnit("cfg", ns, "v1")}, nil)
+	if _, err := e.cycle(); err != nil {
+		t.Fatal(err)
+	}
+	writeSlice(t, e.dir, e.name, []unit{configMapUnit("cfg", ns, "v2")})
+	p := filepath.Join(e.dir, filepath.FromSlash(slice.SlicePath(e.name)))
+	data, _ := os.ReadFile(p)
+	if err := os.WriteFile(p, append(data, []byte("bogus: field\n")...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	files := map[string]string{}
+	for _, rel := range []string{slice.SlicePath(e.name), slice.UnitDir(e.name, "cfg") + "/cm.yaml"} {
+		b, _ := os.ReadFile(filepath.Join(e.dir, filepath.FromSlash(rel)))
+		files[rel] = string(b)
+	}
+	e.srv.Commit(t, e.name, gitserver.Maintainer, files, nil, "break the slice")
+	st, err := e.cycle()
+	if !errors.Is(err, slice.ErrInvalidSlice) || !strings.Contains(st.LastError, "invalid slice") {
+		t.Fatalf("cycle error %v, status %q", err, st.LastError)
+	}
+	if c := apimeta.FindStatusCondition(st.Conditions, status.ConditionStalled); c == nil || c.Status != "True" {
+		t.Errorf("not Stalled: %+v", st.Conditions)
+	}
+	if v, _ := e.value("cfg"); v != "v1" {
+		t.Errorf("value %q after an unreadable slice, want v1", v)
+	}
+	if u := unitStatus(st, "cfg"); readyReason(u) != "True/"+status.ReasonSucceeded {
+		t.Errorf("unit of the last accepted revision: %s", readyReason(u))
+	}
+}
+
+func TestLoopUnitsLeavingTheSliceHonourTheirPruneFlag(t *testing.T) {
+	ns := "leave-apps"
+	kept := configMapUnit("kept", ns, "x")
+	kept.noPrune = true
+	e := newEnv(t, "leave", []unit{configMapUnit("stay", ns, "x"), configMapUnit("pruned", ns, "x"), kept}, nil)
+	if _, err := e.cycle(); err != nil {
+		t.Fatal(err)
+	}
+	e.push([]unit{configMapUnit("stay", ns, "x")})
+	st, err := e.cycle()
+	if err != nil || len(st.Units) != 1 {
+		t.Fatalf("cycle: %v %+v", err, st)
+	}
+	if _, err := e.value("pruned"); !apierrors.IsNotFound(err) {
+		t.Errorf("unit pruned (prune: true) left its ConfigMap: %v", err)
+	}
+	if _, err := e.value("kept"); err != nil {
+		t.Errorf("unit kept (prune: false) lost its ConfigMap: %v", err)
+	}
+	if _, err := e.value("stay"); err != nil {
+		t.Errorf("unit stay: %v", err)
+	}
+	units, err := e.applier.Units(context.Background())
+	if err != nil || strings.Join(units, ",") != "stay" {
+		t.Errorf("inventories left: %v %v", units, err)
+	}
+}

@@ -1,0 +1,117 @@
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/flotilla-gitops/flotilla/pkg/apply"
+	"github.com/flotilla-gitops/flotilla/pkg/status"
+)
+
+func TestRedact(t *testing.T) {
+	r := newRedactor([]string{"hunter2-token", "", "abc", "  s3cr3t  "})
+	tests := []struct{ in, want string }{
+		{"fetch https://user:hunter2-token@git.example.com/f.git: 401", "fetch https://***@git.example.com/f.git: 401"},
+		{"ssh://git@example.com/f.git refused", "ssh://***@example.com/f.git refused"},
+		{"token hunter2-token rejected", "token *** rejected"},
+		{"password s3cr3t", "password ***"},
+		{"abc is too short to be scrubbed", "abc is too short to be scrubbed"},
+		{"plain message", "plain message"},
+	}
+	for _, tc := range tests {
+		if got := r.redact(tc.in); got != tc.want {
+			t.Errorf("redact(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+	long := strings.Repeat("é", maxMessage)
+	got := r.redact(long)
+	if len(got) > maxMessage+len(" […]") || !strings.HasSuffix(got, " […]") || !strings.HasPrefix(got, "é") {
+		t.Errorf("long message: %d bytes, suffix %q", len(got), got[len(got)-8:])
+	}
+	if r.err(nil) != "" {
+		t.Error("nil error must redact to empty")
+	}
+}
+
+func TestJitter(t *testing.T) {
+	const d = time.Minute
+	if Jitter(d, 0) != d || Jitter(0, 0.1) != 0 {
+		t.Fatal("no jitter expected")
+	}
+	lo, hi := d, d
+	for range 2000 {
+		j := Jitter(d, 0.1)
+		if j < d-d/10 || j > d+d/10 {
+			t.Fatalf("Jitter(1m, 0.1) = %s, outside ±10%%", j)
+		}
+		lo, hi = min(lo, j), max(hi, j)
+	}
+	if hi-lo < d/10 {
+		t.Errorf("jitter spread %s is too narrow", hi-lo)
+	}
+}
+
+func TestClassifyApply(t *testing.T) {
+	tests := []struct {
+		err     error
+		reason  string
+		stalled bool
+	}{
+		{fmt.Errorf("unit x: %w", apply.ErrInvalid), status.ReasonApplyFailed, true},
+		{fmt.Errorf("unit x: %w", apply.ErrEmpty), status.ReasonApplyFailed, true},
+		{&apply.ObjectError{Op: "apply", Class: apply.ErrApply, Kind: "ConfigMap", Name: "c"}, status.ReasonApplyFailed, false},
+		{fmt.Errorf("unit x: %w", apply.ErrInventory), status.ReasonApplyFailed, false},
+		{fmt.Errorf("unit x: %w", apply.ErrPrune), status.ReasonPruneFailed, false},
+		{fmt.Errorf("unit x: %w", apply.ErrHealthTimeout), status.ReasonHealthCheckFailed, false},
+		{fmt.Errorf("unit x: %w", apply.ErrHealthFailed), status.ReasonHealthCheckFailed, false},
+		// An apply failure wins over a prune failure in the same error.
+		{errors.Join(apply.ErrPrune, apply.ErrApply), status.ReasonApplyFailed, false},
+		{errors.New("something else"), status.ReasonApplyFailed, false},
+	}
+	for _, tc := range tests {
+		reason, stalled := classifyApply(tc.err)
+		if reason != tc.reason || stalled != tc.stalled {
+			t.Errorf("classifyApply(%v) = %s, %v; want %s, %v", tc.err, reason, stalled, tc.reason, tc.stalled)
+		}
+	}
+	if !isHealthOnly(apply.ErrHealthTimeout) || isHealthOnly(apply.ErrApply) {
+		t.Error("isHealthOnly")
+	}
+}
+
+func TestGraceContext(t *testing.T) {
+	parent, stop := context.WithCancel(context.Background())
+	ctx, cancel := graceContext(parent, 100*time.Millisecond)
+	defer cancel()
+	stop()
+	if ctx.Err() != nil {
+		t.Fatal("cancelled at once; want a grace period")
+	}
+	select {
+	case <-ctx.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("not cancelled after the grace period")
+	}
+
+	// Releasing it before the parent ends cancels it and leaks no timer.
+	parent2, stop2 := context.WithCancel(context.Background())
+	defer stop2()
+	ctx2, cancel2 := graceContext(parent2, time.Hour)
+	cancel2()
+	if ctx2.Err() == nil {
+		t.Fatal("cancel did not end the context")
+	}
+}
+
+func TestSummarize(t *testing.T) {
+	if got := summarize([]string{"a", "b"}); got != "a; b" {
+		t.Errorf("summarize: %q", got)
+	}
+	if got := summarize(strings.Split("a b c d e f g", " ")); got != "a; b; c; d; e; and 2 more" {
+		t.Errorf("summarize: %q", got)
+	}
+}

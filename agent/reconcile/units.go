@@ -1,0 +1,354 @@
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/flotilla-gitops/flotilla/pkg/apply"
+	"github.com/flotilla-gitops/flotilla/pkg/render"
+	"github.com/flotilla-gitops/flotilla/pkg/slice"
+	"github.com/flotilla-gitops/flotilla/pkg/status"
+)
+
+// unitState is what the loop remembers about a unit between cycles. During
+// a cycle only the unit's own worker touches it.
+type unitState struct {
+	// hash is the content hash last applied or found up to date.
+	hash            string
+	ready           bool
+	appliedRevision string
+	objects         int
+	drift           int64
+	lastError       string
+	conditions      []metav1.Condition
+	// good is where the unit last rendered successfully, to restore drift
+	// while a newer revision of it fails to render.
+	good *goodSource
+}
+
+type goodSource struct {
+	dir      string
+	unit     slice.Unit
+	revision string
+}
+
+func (l *Loop) unitState(name string) *unitState {
+	l.unitsMu.Lock()
+	defer l.unitsMu.Unlock()
+	st := l.units[name]
+	if st == nil {
+		st = &unitState{}
+		l.units[name] = st
+	}
+	return st
+}
+
+// runUnits reconciles the slice's units in dependency order, at most
+// Workers at a time. A unit starts once its dependencies are done; if one
+// of them is not Ready it is not applied (DependencyNotReady).
+func (l *Loop) runUnits(ctx context.Context, rc *cycleRun) {
+	units := rc.rev.slice.Units
+	index := make(map[string]int, len(units))
+	for i, u := range units {
+		index[u.Name] = i
+	}
+	// Forget units that left the slice (pruneRemoved deletes them).
+	l.unitsMu.Lock()
+	for name := range l.units {
+		if _, ok := index[name]; !ok {
+			delete(l.units, name)
+		}
+	}
+	l.unitsMu.Unlock()
+
+	ready := make([]bool, len(units))
+	done := make([]chan struct{}, len(units))
+	for i := range done {
+		done[i] = make(chan struct{})
+	}
+	sem := make(chan struct{}, l.cfg.Workers)
+	var wg sync.WaitGroup
+	for i, u := range units {
+		st := l.unitState(u.Name)
+		wg.Go(func() {
+			defer close(done[i])
+			var blocked []string
+			for _, dep := range u.DependsOn {
+				j, ok := index[dep]
+				if !ok || j >= i {
+					// slice.Validate forbids this; never wait on a later unit.
+					blocked = append(blocked, dep)
+					continue
+				}
+				<-done[j]
+				if !ready[j] {
+					blocked = append(blocked, dep)
+				}
+			}
+			if len(blocked) > 0 {
+				st.ready = false
+				st.setFailed(status.ReasonDependencyNotReady, "dependencies not ready: "+strings.Join(blocked, ", "), false, true)
+				rc.waiting.Add(1)
+				l.log.Info("unit waits for its dependencies", "unit", u.Name, "dependsOn", blocked)
+				return
+			}
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+				st.ready = false
+				st.lastError = l.redact.err(ctx.Err())
+				st.setFailed(status.ReasonProgressing, "cycle cancelled before the unit was reconciled", false, true)
+				rc.waiting.Add(1)
+				return
+			}
+			var once sync.Once
+			release := func() { once.Do(func() { <-sem }) }
+			defer release()
+			ready[i] = l.reconcileUnit(ctx, rc, u, st, release)
+		})
+	}
+	wg.Wait()
+}
+
+// reconcileUnit brings one unit to its state at rc's revision and reports
+// whether it is Ready. release frees the worker slot before long waits
+// that make no requests of their own worth bounding.
+func (l *Loop) reconcileUnit(ctx context.Context, rc *cycleRun, u slice.Unit, st *unitState, release func()) bool {
+	rev := rc.rev.res
+	log := l.log.With("unit", u.Name)
+	if l.volcanoMissing(ctx, rc, u, st) {
+		return false
+	}
+	chk, err := l.cfg.Applier.Check(ctx, u.Name, rc.obs)
+	if err != nil {
+		log.Debug("check failed; rendering the unit", "error", l.redact.err(err))
+		chk = nil
+	}
+
+	// Unchanged and not drifted: nothing to render or apply.
+	if chk != nil && chk.UpToDate(u.Hash, u.Prune) {
+		rc.unchanged.Add(1)
+		st.objects = chk.ManagedObjects
+		st.appliedRevision = rev.Revision
+		st.good = &goodSource{dir: rev.Dir, unit: u, revision: rev.Revision}
+		if st.ready && st.hash == u.Hash {
+			st.setReady(rev.Revision)
+			return true
+		}
+		st.hash = u.Hash
+		release()
+		ready, notReady, err := l.waitReady(ctx, u)
+		st.ready = ready
+		if ready {
+			st.setReady(rev.Revision)
+			return true
+		}
+		msg := "not ready: " + summarize(notReady)
+		if err != nil {
+			msg = l.redact.err(err)
+		}
+		st.lastError = msg
+		st.setFailed(status.ReasonHealthCheckFailed, msg, false, true)
+		return false
+	}
+	if chk != nil && len(chk.Drifted) > 0 && chk.Hash == u.Hash {
+		log.Info("drift detected", "objects", summarize(chk.Drifted))
+	}
+
+	rc.rendered.Add(1)
+	out, err := render.Unit(ctx, rev.Dir, u, rc.renderOpts)
+	if err != nil {
+		rc.failed.Add(1)
+		st.ready = false
+		st.lastError = l.redact.err(err)
+		st.setFailed(status.ReasonRenderFailed, st.lastError, true, false)
+		log.Warn("render failed; the unit keeps its last applied state", "revision", rev.Revision, "error", st.lastError)
+		l.restoreDrift(ctx, rc, u, st, chk)
+		return false
+	}
+
+	if isVolcanoJob(u) && l.cfg.Volcano != nil {
+		return l.submitJob(ctx, rc, u, st, out)
+	}
+	log.Debug("applying unit", "revision", rev.Revision, "objects", len(out.Objects))
+	res, err := l.cfg.Applier.Apply(ctx, l.request(u, rev.Revision, u.Hash, out, rc.obs))
+	if res != nil {
+		st.objects = res.ManagedObjects
+		l.countResult(rc, st, res)
+	}
+	if err == nil || isHealthOnly(err) {
+		st.hash = u.Hash
+		st.appliedRevision = rev.Revision
+		st.good = &goodSource{dir: rev.Dir, unit: u, revision: rev.Revision}
+	}
+	if err != nil {
+		reason, stalled := classifyApply(err)
+		st.ready = false
+		st.lastError = l.redact.err(err)
+		st.setFailed(reason, st.lastError, stalled, reason == status.ReasonHealthCheckFailed)
+		rc.failed.Add(1)
+		log.Warn("unit failed", "reason", reason, "revision", rev.Revision, "error", st.lastError)
+		return false
+	}
+	st.ready = res.Ready
+	if !res.Ready {
+		msg := "not ready: " + summarize(res.NotReady)
+		st.lastError = msg
+		st.setFailed(status.ReasonHealthCheckFailed, msg, false, true)
+		return false
+	}
+	st.setReady(rev.Revision)
+	if !res.Skipped {
+		log.Info("unit applied", "revision", rev.Revision, "created", res.Created, "configured", res.Configured,
+			"unchanged", res.Unchanged, "pruned", len(res.Pruned), "driftCorrected", res.DriftCorrected)
+	}
+	return true
+}
+
+// restoreDrift re-applies a unit from where it last rendered when its new
+// revision fails to render and its objects drifted: the cluster keeps the
+// unit's last applied state, drift included.
+func (l *Loop) restoreDrift(ctx context.Context, rc *cycleRun, u slice.Unit, st *unitState, chk *apply.UnitCheck) {
+	g := st.good
+	if chk == nil || !chk.Exists || len(chk.Drifted) == 0 || g == nil || g.unit.Hash != chk.Hash || !dirExists(g.dir) {
+		return
+	}
+	out, err := render.Unit(ctx, g.dir, g.unit, rc.renderOpts)
+	if err != nil {
+		return
+	}
+	res, err := l.cfg.Applier.Apply(ctx, l.request(g.unit, g.revision, g.unit.Hash, out, rc.obs))
+	if res != nil {
+		l.countResult(rc, st, res)
+	}
+	if err != nil {
+		l.log.Warn("restoring drifted objects from the last good revision failed", "unit", u.Name, "revision", g.revision, "error", l.redact.err(err))
+		return
+	}
+	l.log.Info("drifted objects restored from the last good revision", "unit", u.Name, "revision", g.revision, "driftCorrected", res.DriftCorrected)
+}
+
+func (l *Loop) request(u slice.Unit, revision, hash string, out *render.Result, obs *apply.Observation) apply.UnitRequest {
+	return apply.UnitRequest{
+		Name:       u.Name,
+		Revision:   revision,
+		Hash:       hash,
+		Objects:    out.Objects,
+		Prune:      u.Prune,
+		AllowEmpty: u.AllowEmpty,
+		Wait:       u.Wait,
+		Timeout:    u.Timeout.Duration,
+		// Volcano jobs are created, never re-applied (their specs are
+		// immutable; a completed job is not re-run).
+		CreateOnly: u.Kind == slice.UnitVolcano && strings.HasPrefix(u.Name, slice.VolcanoJobPrefix),
+		Observed:   obs,
+	}
+}
+
+func (l *Loop) countResult(rc *cycleRun, st *unitState, res *apply.UnitResult) {
+	if res.Applied() > 0 || len(res.Pruned) > 0 {
+		rc.applied.Add(1)
+	}
+	if res.DriftCorrected > 0 {
+		rc.driftCorrected.Add(int64(res.DriftCorrected))
+		st.drift += int64(res.DriftCorrected)
+	}
+}
+
+// waitReady checks an unchanged unit's health, polling until the unit's
+// timeout; a unit without wait is Ready once applied.
+func (l *Loop) waitReady(ctx context.Context, u slice.Unit) (bool, []string, error) {
+	if !u.Wait {
+		// Without wait, an applied unit counts as Ready (as after Apply).
+		return true, nil, nil
+	}
+	deadline := time.Now().Add(u.Timeout.Duration)
+	for {
+		ready, notReady, err := l.cfg.Applier.CheckReady(ctx, u.Name)
+		if err == nil && ready {
+			return true, nil, nil
+		}
+		if time.Now().Add(readyPoll).After(deadline) {
+			return false, notReady, err
+		}
+		t := time.NewTimer(readyPoll)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return false, notReady, ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// classifyApply maps an Apply error to a status reason, and says whether
+// only a change in Git can fix it (stalled).
+func classifyApply(err error) (reason string, stalled bool) {
+	switch {
+	case errors.Is(err, apply.ErrInvalid), errors.Is(err, apply.ErrEmpty):
+		return status.ReasonApplyFailed, true
+	case errors.Is(err, apply.ErrApply), errors.Is(err, apply.ErrInventory):
+		return status.ReasonApplyFailed, false
+	case errors.Is(err, apply.ErrPrune):
+		return status.ReasonPruneFailed, false
+	case errors.Is(err, apply.ErrHealthTimeout), errors.Is(err, apply.ErrHealthFailed):
+		return status.ReasonHealthCheckFailed, false
+	}
+	return status.ReasonApplyFailed, false
+}
+
+// isHealthOnly: the objects were applied, only the health check failed.
+func isHealthOnly(err error) bool {
+	reason, _ := classifyApply(err)
+	return reason == status.ReasonHealthCheckFailed
+}
+
+// summarize shortens a list of object names for messages.
+func summarize(items []string) string {
+	const shown = 5
+	if len(items) <= shown {
+		return strings.Join(items, "; ")
+	}
+	return strings.Join(items[:shown], "; ") + fmt.Sprintf("; and %d more", len(items)-shown)
+}
+
+// setReady records a Ready unit.
+func (st *unitState) setReady(revision string) {
+	st.ready = true
+	st.lastError = ""
+	apimeta.SetStatusCondition(&st.conditions, metav1.Condition{
+		Type: status.ConditionReady, Status: metav1.ConditionTrue, Reason: status.ReasonSucceeded,
+		Message: "Applied revision: " + revision,
+	})
+	apimeta.RemoveStatusCondition(&st.conditions, status.ConditionReconciling)
+	apimeta.RemoveStatusCondition(&st.conditions, status.ConditionStalled)
+}
+
+// setFailed records a unit that is not Ready: stalled when only a change
+// in Git can fix it, progressing when a later cycle may succeed on its own.
+func (st *unitState) setFailed(reason, message string, stalled, progressing bool) {
+	apimeta.SetStatusCondition(&st.conditions, metav1.Condition{
+		Type: status.ConditionReady, Status: metav1.ConditionFalse, Reason: reason, Message: message,
+	})
+	if stalled {
+		apimeta.SetStatusCondition(&st.conditions, metav1.Condition{
+			Type: status.ConditionStalled, Status: metav1.ConditionTrue, Reason: reason, Message: message,
+		})
+	} else {
+		apimeta.RemoveStatusCondition(&st.conditions, status.ConditionStalled)
+	}
+	if progressing {
+		apimeta.SetStatusCondition(&st.conditions, metav1.Condition{
+			Type: status.ConditionReconciling, Status: metav1.ConditionTrue, Reason: status.ReasonProgressing, Message: message,
+		})
+	} else {
+		apimeta.RemoveStatusCondition(&st.conditions, status.ConditionReconciling)
+	}
+}

@@ -1,0 +1,158 @@
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"strings"
+
+	"github.com/flotilla-gitops/flotilla/pkg/render"
+	"github.com/flotilla-gitops/flotilla/pkg/slice"
+	"github.com/flotilla-gitops/flotilla/pkg/status"
+	"github.com/flotilla-gitops/flotilla/pkg/volcano"
+)
+
+// Volcano handles the units of kind volcano; *volcano.Manager implements
+// it. Without one (Config.Volcano nil) volcano units are applied like
+// manifests.
+type Volcano interface {
+	// Installed: nil, volcano.ErrNotInstalled or a discovery error.
+	Installed(ctx context.Context) error
+	// SubmitJob creates a job unit's job, never re-applying it.
+	SubmitJob(ctx context.Context, req volcano.JobRequest) (*volcano.JobResult, error)
+	// RetainRemoved: a job unit that left the slice is kept for now.
+	RetainRemoved(ctx context.Context, unit string) (bool, error)
+	// Report lists jobs and takes the capacity snapshot for status.
+	Report(ctx context.Context, jobUnits []string) (*volcano.Report, error)
+}
+
+func isVolcanoJob(u slice.Unit) bool {
+	return u.Kind == slice.UnitVolcano && strings.HasPrefix(u.Name, slice.VolcanoJobPrefix)
+}
+
+// volcanoMissing fails a volcano unit when the cluster does not serve
+// Volcano's APIs, so that nothing of it is applied; false when the unit
+// may go on.
+func (l *Loop) volcanoMissing(ctx context.Context, rc *cycleRun, u slice.Unit, st *unitState) bool {
+	if u.Kind != slice.UnitVolcano || l.cfg.Volcano == nil {
+		return false
+	}
+	err := l.cfg.Volcano.Installed(ctx)
+	if err == nil {
+		return false
+	}
+	reason := volcano.ReasonNotInstalled
+	if !errors.Is(err, volcano.ErrNotInstalled) {
+		reason = status.ReasonApplyFailed
+	}
+	rc.failed.Add(1)
+	st.ready = false
+	st.lastError = l.redact.err(err)
+	st.setFailed(reason, st.lastError, false, false)
+	l.log.Warn("volcano unit not applied", "unit", u.Name, "reason", reason, "error", st.lastError)
+	return true
+}
+
+// submitJob hands a rendered job unit to Volcano instead of Applier.Apply
+// and reports whether the unit is Ready.
+func (l *Loop) submitJob(ctx context.Context, rc *cycleRun, u slice.Unit, st *unitState, out *render.Result) bool {
+	rev := rc.rev.res
+	res, err := l.cfg.Volcano.SubmitJob(ctx, volcano.JobRequest{
+		Unit: u.Name, Revision: rev.Revision, Hash: u.Hash, Objects: out.Objects,
+		Prune: u.Prune, Timeout: u.Timeout.Duration, Observed: rc.obs,
+	})
+	if res != nil && res.Applied != nil {
+		st.objects = res.Applied.ManagedObjects
+		l.countResult(rc, st, res.Applied)
+	}
+	log := l.log.With("unit", u.Name)
+	switch {
+	case err != nil:
+		reason, stalled := classifyApply(err)
+		switch {
+		case errors.Is(err, volcano.ErrNotInstalled):
+			reason, stalled = volcano.ReasonNotInstalled, false
+		case errors.Is(err, volcano.ErrNotOwned):
+			reason, stalled = volcano.ReasonNotOwned, true
+		case errors.Is(err, volcano.ErrInvalidUnit):
+			reason, stalled = status.ReasonApplyFailed, true
+		}
+		rc.failed.Add(1)
+		st.ready = false
+		st.lastError = l.redact.err(err)
+		st.setFailed(reason, st.lastError, stalled, false)
+		log.Warn("job unit failed", "reason", reason, "error", st.lastError)
+		return false
+	case !res.Ready:
+		st.ready = false
+		st.lastError = l.redact.redact(res.Message)
+		progressing := res.Reason != volcano.ReasonUnschedulable
+		if progressing {
+			rc.waiting.Add(1)
+		} else {
+			rc.failed.Add(1)
+		}
+		st.setFailed(res.Reason, st.lastError, false, progressing)
+		log.Info("job not submitted at this revision", "job", res.Job.String(), "action", res.Action, "reason", res.Reason, "message", st.lastError)
+		return false
+	}
+	st.hash = u.Hash
+	st.appliedRevision = rev.Revision
+	st.good = &goodSource{dir: rev.Dir, unit: u, revision: rev.Revision}
+	st.ready = true
+	st.setReady(rev.Revision)
+	if res.Action != volcano.ActionUnchanged {
+		attrs := []any{"job", res.Job.String(), "action", res.Action}
+		if res.Preflight != nil {
+			attrs = append(attrs, "preflight", res.Preflight.Verdict)
+		}
+		log.Info("job unit reconciled", attrs...)
+	}
+	return true
+}
+
+// retainJob reports whether a job unit that left the slice is kept this
+// cycle (its job finished within the retention time).
+func (l *Loop) retainJob(ctx context.Context, unit string) bool {
+	if l.cfg.Volcano == nil || !strings.HasPrefix(unit, slice.VolcanoJobPrefix) {
+		return false
+	}
+	keep, err := l.cfg.Volcano.RetainRemoved(ctx, unit)
+	if err != nil {
+		// Deleting is what a removed unit asks for; a failed check only
+		// loses the retention.
+		l.log.Warn("checking a removed job's retention failed; deleting it", "unit", unit, "error", l.redact.err(err))
+		return false
+	}
+	if keep {
+		l.log.Debug("finished job kept after its unit left the slice", "unit", unit)
+	}
+	return keep
+}
+
+// addVolcanoStatus puts the Volcano jobs and the capacity snapshot into
+// the cycle's status document.
+func (l *Loop) addVolcanoStatus(ctx context.Context, rc *cycleRun, st *status.ClusterStatus) {
+	if l.cfg.Volcano == nil {
+		return
+	}
+	var jobUnits []string
+	if rc.rev != nil {
+		for _, u := range rc.rev.slice.Units {
+			if isVolcanoJob(u) {
+				jobUnits = append(jobUnits, u.Name)
+			}
+		}
+	}
+	rep, err := l.cfg.Volcano.Report(ctx, jobUnits)
+	if err != nil {
+		l.log.Warn("volcano job and capacity report failed", "error", l.redact.err(err))
+	}
+	if rep == nil {
+		return
+	}
+	st.Jobs = rep.Jobs
+	for i := range st.Jobs {
+		st.Jobs[i].Message = l.redact.redact(st.Jobs[i].Message)
+	}
+	st.Capacity = rep.Capacity
+}

@@ -1,0 +1,146 @@
+package cmd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/flotilla-gitops/flotilla/pkg/fleet"
+	"github.com/flotilla-gitops/flotilla/pkg/plan"
+)
+
+type planOptions struct {
+	repo     string
+	base     string
+	head     string
+	output   string
+	clusters []string
+	fleets   []string
+	noColor  bool
+	maxBytes int
+	mdFile   string
+	progress bool
+}
+
+func newPlanCommand() *cobra.Command {
+	o := &planOptions{}
+	c := &cobra.Command{
+		Use:   "plan --base REV",
+		Short: "Show what a change does to every cluster",
+		Long: `plan renders two revisions of the fleet repo — base and head (by default the
+working tree) — through the same pkg/render code the agents apply with, and
+prints, per cluster, the units and objects added, removed and changed, with a
+unified diff of each changed object. Secret values are masked. Replica
+divisions and Volcano job placements that move between clusters are also
+said in words.
+
+Both sides are compiled from their inputs, as CI does after ` + "`flotilla render`" + `;
+a stale rendered/ at head is reported as a warning. Units whose content hash
+is the same on both sides are not rendered. Helm capabilities come from each
+cluster's latest status document (refs/heads/flotilla/status/<cluster> or
+refs/remotes/origin/flotilla/status/<cluster>), else from its Cluster file.
+
+Formats: text (coloured on a terminal), markdown (a pull-request comment: a
+summary table, then a folded section per cluster; at most --max-bytes) and
+json (a stable schema, see pkg/plan).
+
+Exit codes, as diff(1): 0 no changes, 1 changes, 2 error (invalid input, or a
+unit that fails to render at head — the plan is still printed).`,
+		Example: `  # What does my working tree change, compared with main?
+  flotilla plan --base main
+
+  # In CI, on a pull request: a Markdown comment
+  flotilla plan --base origin/main --head HEAD -o markdown > plan.md
+
+  # The same, with the whole plan as text in the job log
+  flotilla plan --base origin/main --head HEAD --no-color --markdown-file plan.md
+
+  # Only the production fleet and one more cluster, as JSON
+  flotilla plan --base main --fleet production --cluster edge-1 -o json`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			return runPlan(c.Context(), c.OutOrStdout(), c.ErrOrStderr(), o)
+		},
+	}
+	f := c.Flags()
+	f.StringVar(&o.repo, "repo", ".", "fleet repo directory (a Git work tree, or a directory inside one)")
+	f.StringVar(&o.base, "base", "", "base revision: branch, tag, remote branch (origin/main) or commit (required)")
+	f.StringVar(&o.head, "head", "", "head revision (default: the working tree, uncommitted changes included)")
+	f.StringVarP(&o.output, "output", "o", "text", "output format: text, markdown or json")
+	f.StringArrayVar(&o.clusters, "cluster", nil, "only this cluster (repeatable; with --fleet, the union)")
+	f.StringArrayVar(&o.fleets, "fleet", nil, "only the members of this fleet (repeatable)")
+	f.BoolVar(&o.noColor, "no-color", false, "no colours in text output, even on a terminal")
+	f.IntVar(&o.maxBytes, "max-bytes", plan.DefaultMaxBytes, "largest Markdown output; longer plans are truncated with a note")
+	f.StringVar(&o.mdFile, "markdown-file", "", "also write the Markdown rendering to this file (CI: the full plan in the log, the comment from the same run)")
+	f.BoolVar(&o.progress, "progress", false, "report progress on stderr even when it is not a terminal")
+	_ = c.MarkFlagRequired("base")
+	return c
+}
+
+func runPlan(ctx context.Context, stdout, stderr io.Writer, o *planOptions) error {
+	switch o.output {
+	case plan.FormatText, plan.FormatMarkdown, plan.FormatJSON:
+	default:
+		return fmt.Errorf("--output %q: want text, markdown or json", o.output)
+	}
+	if o.maxBytes <= 0 {
+		return fmt.Errorf("--max-bytes %d: must be positive", o.maxBytes)
+	}
+	opts := plan.Options{
+		RepoDir:  o.repo,
+		Base:     o.base,
+		Head:     o.head,
+		Clusters: o.clusters,
+		Fleets:   o.fleets,
+		Charts:   vendorCharts,
+	}
+	if o.progress || isTerminal(stderr) {
+		opts.Progress = func(msg string) { fmt.Fprintln(stderr, msg) }
+	}
+	p, err := plan.Compute(ctx, opts)
+	if err != nil {
+		var list fleet.ErrorList
+		if errors.As(err, &list) {
+			for _, e := range list {
+				fmt.Fprintln(stderr, e.Error())
+			}
+			fmt.Fprintf(stderr, "%d problems found\n", len(list))
+			return exitError{code: ExitError}
+		}
+		return err
+	}
+	color := o.output == plan.FormatText && !o.noColor && isTerminal(stdout)
+	if err := plan.Write(stdout, p, o.output, plan.FormatOptions{Color: color, MaxBytes: o.maxBytes}); err != nil {
+		return err
+	}
+	if o.mdFile != "" {
+		if err := os.WriteFile(o.mdFile, []byte(plan.Markdown(p, o.maxBytes)), 0o644); err != nil {
+			return fmt.Errorf("--markdown-file: %w", err)
+		}
+	}
+	switch {
+	case p.Failed:
+		return exitError{code: ExitError}
+	case !p.Empty():
+		return exitError{code: ExitChanges}
+	}
+	return nil
+}
+
+// ExitCode is the process exit code Execute returns for err, the result of
+// running the root command (for callers that run it in-process, like
+// end-to-end tests).
+func ExitCode(err error) int {
+	var ee exitError
+	switch {
+	case err == nil:
+		return ExitOK
+	case errors.As(err, &ee):
+		return ee.code
+	}
+	return ExitError
+}

@@ -1,0 +1,303 @@
+package cmd
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/flotilla-gitops/flotilla/pkg/fleet"
+	"github.com/flotilla-gitops/flotilla/pkg/slice"
+)
+
+// progressEvery is how often (in clusters) render reports progress.
+const progressEvery = 500
+
+type renderOptions struct {
+	repo     string
+	check    bool
+	clusters []string
+	output   string
+	progress bool
+	// statusRepo and authDir: where BestFit placement reads the clusters'
+	// reported capacity (render_capacity.go).
+	statusRepo string
+	authDir    string
+}
+
+func newRenderCommand() *cobra.Command {
+	o := &renderOptions{}
+	c := &cobra.Command{
+		Use:   "render",
+		Short: "Render every cluster's slice into rendered/",
+		Long: `render compiles the fleet repo — clusters/, fleets/ and apps/ — into one slice
+per cluster under rendered/<bucket>/<cluster>/: slice.yaml lists the units the
+cluster runs in dependency order, and each unit directory holds the generated
+kustomization.yaml (and values.yaml for Helm) that the cluster's agent builds.
+Chart-repository charts are vendored into charts/ first (offline when already
+vendored and locked).
+
+The output is deterministic: files whose content did not change are not
+touched, stale clusters, units and files are removed. Commit rendered/ (and
+charts/) in the same pull request as the change; in CI, --check fails when
+they are stale.
+
+Exit codes: 0 done (or up to date with --check), 1 --check found files that
+differ, 2 invalid input or another error.`,
+		Example: `  # Render the fleet repo in the current directory
+  flotilla render
+
+  # In CI: fail (exit 1) and name the files when rendered/ is stale
+  flotilla render --check --repo ./fleet
+
+  # Re-render two clusters only; other clusters' directories are left alone
+  flotilla render --cluster member1 --cluster edge-1
+
+  # Machine-readable summary
+  flotilla render --check -o json`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			return runRender(c.Context(), c.OutOrStdout(), c.ErrOrStderr(), o)
+		},
+	}
+	f := c.Flags()
+	f.StringVar(&o.repo, "repo", ".", "fleet repo directory")
+	f.BoolVar(&o.check, "check", false, "write nothing; exit 1 and list the files when rendered/ differs from a fresh render")
+	f.StringArrayVar(&o.clusters, "cluster", nil, "render only this cluster (repeatable); other clusters' directories are left alone")
+	f.StringVarP(&o.output, "output", "o", "text", "output format: text or json")
+	f.BoolVar(&o.progress, "progress", false, "report progress on stderr even when it is not a terminal")
+	f.StringVar(&o.statusRepo, "status-repo", "", "where GlobalJob BestFit placement reads the clusters' status (capacity): a URL or directory (default: --repo's own status refs when it is a Git repository)")
+	f.StringVar(&o.authDir, "git-credentials-dir", "", "directory with Git credentials for --status-repo (files username, password, bearerToken, identity, known_hosts, ca.crt)")
+	return c
+}
+
+// renderSummary is the -o json document of render.
+type renderSummary struct {
+	Repo     string         `json:"repo"`
+	Check    bool           `json:"check"`
+	UpToDate bool           `json:"upToDate"`
+	Clusters int            `json:"clusters"`
+	Units    int            `json:"units"`
+	Charts   []chartSummary `json:"charts,omitempty"`
+	Changes  *slice.Changes `json:"changes,omitempty"`
+	Warnings []errorSummary `json:"warnings,omitempty"`
+	Errors   []errorSummary `json:"errors,omitempty"`
+	Seconds  float64        `json:"seconds"`
+	Scope    []string       `json:"scope,omitempty"`
+}
+
+type chartSummary struct {
+	Repo    string `json:"repo"`
+	Chart   string `json:"chart"`
+	Version string `json:"version"`
+	Digest  string `json:"digest,omitempty"`
+	Path    string `json:"path"`
+}
+
+type errorSummary struct {
+	File    string `json:"file,omitempty"`
+	Line    int    `json:"line,omitempty"`
+	Field   string `json:"field,omitempty"`
+	Class   string `json:"class,omitempty"`
+	Detail  string `json:"detail,omitempty"`
+	Message string `json:"message"`
+}
+
+func summarizeErrors(l fleet.ErrorList) []errorSummary {
+	out := make([]errorSummary, 0, len(l))
+	for _, e := range l {
+		s := errorSummary{File: e.File, Line: e.Line, Field: e.Field, Detail: e.Detail, Message: e.Error()}
+		if e.Kind != nil {
+			s.Class = e.Kind.Error()
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+func checkOutputFormat(format string) error {
+	if format != "text" && format != "json" {
+		return fmt.Errorf("--output %q: want text or json", format)
+	}
+	return nil
+}
+
+func runRender(ctx context.Context, stdout, stderr io.Writer, o *renderOptions) error {
+	if err := checkOutputFormat(o.output); err != nil {
+		return err
+	}
+	start := time.Now()
+	root, err := filepath.Abs(o.repo)
+	if err != nil {
+		return fmt.Errorf("repo: %w", err)
+	}
+	sum := &renderSummary{Repo: o.repo, Check: o.check}
+	repo, err := loadRepo(ctx, root)
+	if repo != nil {
+		sum.Warnings = summarizeErrors(repo.Warnings)
+		printWarnings(stderr, repo.Warnings)
+	}
+	if err != nil {
+		return reportInputErrors(stdout, stderr, o.output, sum, err)
+	}
+	capacity, capWarnings, err := renderCapacity(ctx, root, repo, o.statusRepo, o.authDir)
+	if err != nil {
+		return err
+	}
+	for _, w := range capWarnings {
+		fmt.Fprintf(stderr, "warning: %s\n", w)
+	}
+	progress := newProgress(stderr, o.progress)
+	out, err := slice.Compile(ctx, repo, slice.CompileOptions{
+		Clusters: o.clusters,
+		Charts:   vendorCharts,
+		Progress: progress.clusters,
+		Capacity: capacity,
+	})
+	if err != nil {
+		return reportInputErrors(stdout, stderr, o.output, sum, err)
+	}
+	sum.Warnings = append(sum.Warnings, summarizeErrors(out.Warnings)...)
+	printWarnings(stderr, out.Warnings)
+	ch, err := slice.Write(ctx, root, out, slice.WriteOptions{Check: o.check, Progress: progress.files})
+	if err != nil {
+		return err
+	}
+	sum.Clusters = len(out.Clusters)
+	for _, co := range out.Clusters {
+		sum.Units += len(co.Slice.Units)
+	}
+	for _, v := range out.Charts {
+		sum.Charts = append(sum.Charts, chartSummary{Repo: v.Ref.Repo, Chart: v.Ref.Chart, Version: v.Version, Digest: v.Digest, Path: v.Path})
+	}
+	sum.Scope = out.Scope
+	sum.Changes = &ch
+	sum.UpToDate = ch.Empty()
+	sum.Seconds = time.Since(start).Seconds()
+	if o.output == "json" {
+		if err := writeJSON(stdout, sum); err != nil {
+			return err
+		}
+	} else {
+		printRenderText(stdout, sum, &ch)
+	}
+	if o.check && !ch.Empty() {
+		return exitError{code: ExitChanges}
+	}
+	return nil
+}
+
+func printRenderText(w io.Writer, sum *renderSummary, ch *slice.Changes) {
+	what := fmt.Sprintf("%d clusters, %d units", sum.Clusters, sum.Units)
+	switch {
+	case sum.Check && ch.Empty():
+		fmt.Fprintf(w, "rendered/ is up to date (%s)\n", what)
+	case sum.Check:
+		n := len(ch.Added) + len(ch.Changed) + len(ch.Removed)
+		fmt.Fprintf(w, "rendered/ is stale: %d files differ from a fresh render (%s); run `flotilla render` and commit the result:\n", n, what)
+		for _, p := range ch.Added {
+			fmt.Fprintf(w, "  missing  %s\n", p)
+		}
+		for _, p := range ch.Changed {
+			fmt.Fprintf(w, "  differs  %s\n", p)
+		}
+		for _, p := range ch.Removed {
+			fmt.Fprintf(w, "  stale    %s\n", p)
+		}
+	case ch.Empty():
+		fmt.Fprintf(w, "rendered %s: nothing changed\n", what)
+	default:
+		fmt.Fprintf(w, "rendered %s: %d files added, %d changed, %d removed\n",
+			what, len(ch.Added), len(ch.Changed), len(ch.Removed))
+	}
+}
+
+// loadRepo loads the fleet repo; input problems come back as a
+// fleet.ErrorList.
+func loadRepo(ctx context.Context, root string) (*fleet.Repo, error) {
+	return fleet.Load(ctx, root)
+}
+
+// reportInputErrors prints a fleet.ErrorList one problem per line (or as
+// JSON) and turns it into exit code 2; other errors pass through.
+func reportInputErrors(stdout, stderr io.Writer, format string, sum any, err error) error {
+	var list fleet.ErrorList
+	if !errors.As(err, &list) {
+		return err
+	}
+	if format == "json" {
+		switch s := sum.(type) {
+		case *renderSummary:
+			s.Errors = summarizeErrors(list)
+		case *validateSummary:
+			s.Errors = summarizeErrors(list)
+		}
+		if werr := writeJSON(stdout, sum); werr != nil {
+			return werr
+		}
+	}
+	for _, e := range list {
+		fmt.Fprintln(stderr, e.Error())
+	}
+	fmt.Fprintf(stderr, "%d problems found\n", len(list))
+	return exitError{code: ExitError}
+}
+
+func printWarnings(w io.Writer, l fleet.ErrorList) {
+	for _, e := range l {
+		fmt.Fprintf(w, "warning: %s\n", e.Error())
+	}
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// progress reports on stderr for large fleets, only when stderr is a
+// terminal or --progress asked for it.
+type progress struct {
+	w       io.Writer
+	enabled bool
+}
+
+func newProgress(w io.Writer, force bool) *progress {
+	return &progress{w: w, enabled: force || isTerminal(w)}
+}
+
+func (p *progress) clusters(done, total int) {
+	if !p.enabled || total < progressEvery {
+		return
+	}
+	if done%progressEvery == 0 || done == total {
+		fmt.Fprintf(p.w, "compiled %d/%d clusters\n", done, total)
+	}
+}
+
+// filesEvery is how often (in files) writing reports progress.
+const filesEvery = 20000
+
+func (p *progress) files(done, total int) {
+	if !p.enabled || total < filesEvery {
+		return
+	}
+	if done%filesEvery == 0 || done == total {
+		fmt.Fprintf(p.w, "wrote %d/%d files\n", done, total)
+	}
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}

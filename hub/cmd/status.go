@@ -1,0 +1,198 @@
+package cmd
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/flotilla-gitops/flotilla/pkg/gitrepo"
+	"github.com/flotilla-gitops/flotilla/pkg/status"
+)
+
+type statusOptions struct {
+	repo         string
+	branch       string
+	statusRepo   string
+	statusShards int
+	authDir      string
+	cacheDir     string
+	output       string
+	watch        bool
+	interval     time.Duration
+	timeout      time.Duration
+	clusters     []string
+}
+
+func (o *statusOptions) bind(c *cobra.Command) {
+	f := c.PersistentFlags()
+	f.StringVar(&o.repo, "repo", ".", "fleet repo: a URL, or a local clone or bare repository")
+	f.StringVar(&o.branch, "branch", "main", "the fleet repo's branch")
+	f.StringVar(&o.statusRepo, "status-repo", "", "where the agents commit status, when not in the fleet repo: a URL or directory, with {shard} for sharded status repos")
+	f.IntVar(&o.statusShards, "status-shards", 1, "number of status repos {shard} ranges over (as given to the agents)")
+	f.StringVar(&o.authDir, "git-credentials-dir", "", "directory with Git credentials (files username, password, bearerToken, identity, known_hosts, ca.crt)")
+	f.StringVar(&o.cacheDir, "cache-dir", "", "where fetched Git objects are kept between runs (default: the user cache directory)")
+	f.StringVarP(&o.output, "output", "o", status.FormatTable, "output format: "+strings.Join(status.Formats, ", "))
+	f.BoolVarP(&o.watch, "watch", "w", false, "print again every --interval until interrupted")
+	f.DurationVar(&o.interval, "interval", 10*time.Second, "refresh interval of --watch")
+	f.DurationVar(&o.timeout, "timeout", time.Minute, "timeout of each Git operation")
+	f.StringArrayVar(&o.clusters, "cluster", nil, "show only this cluster (repeatable)")
+}
+
+func (o *statusOptions) readOptions() (status.ReadOptions, error) {
+	if !slices.Contains(status.Formats, o.output) {
+		return status.ReadOptions{}, fmt.Errorf("--output %q: want one of %s", o.output, strings.Join(status.Formats, ", "))
+	}
+	if o.watch && o.interval <= 0 {
+		return status.ReadOptions{}, fmt.Errorf("--interval must be positive")
+	}
+	ro := status.ReadOptions{Repo: o.repo, Branch: o.branch, CacheDir: o.cacheDir, Timeout: o.timeout, Clusters: o.clusters}
+	if o.statusRepo != "" {
+		if o.statusShards < 1 {
+			return status.ReadOptions{}, fmt.Errorf("--status-shards must be at least 1")
+		}
+		if o.statusShards > 1 && !strings.Contains(o.statusRepo, status.ShardPlaceholder) {
+			return status.ReadOptions{}, fmt.Errorf("--status-repo has no %s placeholder for %d shards", status.ShardPlaceholder, o.statusShards)
+		}
+		ro.StatusRepos = status.ShardURLs(o.statusRepo, o.statusShards)
+	}
+	if o.authDir != "" {
+		auth, err := gitrepo.LoadAuth(o.authDir)
+		if err != nil {
+			return status.ReadOptions{}, err
+		}
+		ro.Auth = auth
+	}
+	return ro, nil
+}
+
+func newStatusCommand() *cobra.Command {
+	o := &statusOptions{}
+	c := &cobra.Command{
+		Use:   "status",
+		Short: "Show the fleet as the agents report it through Git",
+		Long: `status reads clusters/ and fleets/ from the fleet repo's branch head and the
+status every agent commits to its own ref (refs/heads/flotilla/status/<cluster>,
+in the fleet repo or in --status-repo), and prints one row per cluster:
+
+  InSync       applied at the head — or at an older commit after which nothing
+               in the cluster's slice changed — with every unit Ready
+  Behind       not yet applied at the head, or units not Ready yet
+  Failing      a unit (or the agent's loop) failed; the reasons are listed
+  Unreachable  no heartbeat for longer than the strictest healthCheck of the
+               cluster's fleets (interval × failureThreshold; 10m × 3 when no
+               fleet sets one)
+  NoStatus     the agent never reported
+  Untrusted    the status ref's head commit changes more than status.yaml,
+               names another cluster, or is not signed by one of the cluster's
+               spec.statusKeys; its content is not believed
+
+--repo is a URL (fetched into --cache-dir; only changed refs are fetched again)
+or a local directory (a clone or a bare repository, read in place; in a clone
+made by git, status refs are found under refs/remotes/origin/ when not local).
+Everything comes from Git: no cluster is contacted.`,
+		Example: `  # The fleet, from a local clone
+  flotilla status --repo ./fleet
+
+  # From the forge, refreshed every 30s
+  flotilla status --repo https://git.example.com/fleet.git --git-credentials-dir ~/.flotilla/git --watch --interval 30s
+
+  # Status sharded over 4 repos
+  flotilla status --repo ./fleet --status-repo https://git.example.com/fleet-status-{shard}.git --status-shards 4
+
+  # One cluster, as JSON; or a Markdown table for a PR comment
+  flotilla status --cluster edge-1 -o json
+  flotilla status -o markdown`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			ro, err := o.readOptions()
+			if err != nil {
+				return err
+			}
+			return watch(c.Context(), c.OutOrStdout(), c.ErrOrStderr(), o, func(ctx context.Context, w io.Writer) error {
+				v, err := status.Read(ctx, ro)
+				if err != nil {
+					return err
+				}
+				return status.WriteFleet(w, v, o.output)
+			})
+		},
+	}
+	o.bind(c)
+	c.AddCommand(newStatusRolloutCommand(o))
+	c.AddCommand(newStatusJobsCommand(o))
+	return c
+}
+
+func newStatusRolloutCommand(o *statusOptions) *cobra.Command {
+	return &cobra.Command{
+		Use:   "rollout [REVISION]",
+		Short: "Follow a merged change across the fleet",
+		Long: `rollout shows how far a merged change (a commit on the branch; its head when
+REVISION is not given) got on every cluster, derived from Git alone, so it
+can be run again at any time with the same answer for the same Git state:
+
+  Accepted     the commit is on the branch (the change as a whole)
+  Dispatched   the commit changed this cluster's slice (rendered/…/<cluster>/)
+  Propagating  the cluster's agent has fetched it (or a later commit)
+  Completed    applied at it or later, every unit Ready
+  Failed       a unit failed at it or later
+  Unaffected   the commit did not change this cluster's slice
+
+REVISION is any revision of a local repository, or a full commit hash for a
+URL.`,
+		Example: `  # The latest merge
+  flotilla status rollout --repo ./fleet
+
+  # A given change, until it is done
+  flotilla status rollout 3f2a9c1 --repo ./fleet --watch`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			ro, err := o.readOptions()
+			if err != nil {
+				return err
+			}
+			rev := ""
+			if len(args) == 1 {
+				rev = args[0]
+			}
+			return watch(c.Context(), c.OutOrStdout(), c.ErrOrStderr(), o, func(ctx context.Context, w io.Writer) error {
+				r, err := status.ReadRollout(ctx, ro, rev)
+				if err != nil {
+					return err
+				}
+				return status.WriteRollout(w, r, o.output)
+			})
+		},
+	}
+}
+
+// watch runs show once, or with --watch every interval until ctx ends; a
+// failed read is reported and retried then, not fatal.
+func watch(ctx context.Context, stdout, stderr io.Writer, o *statusOptions, show func(context.Context, io.Writer) error) error {
+	if !o.watch {
+		return show(ctx, stdout)
+	}
+	for {
+		if o.output == status.FormatTable || o.output == status.FormatMarkdown {
+			fmt.Fprintf(stdout, "\n--- %s\n", time.Now().Format(time.RFC3339))
+		}
+		if err := show(ctx, stdout); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			fmt.Fprintln(stderr, "error:", err)
+		}
+		t := time.NewTimer(o.interval)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-t.C:
+		}
+	}
+}

@@ -1,0 +1,16 @@
+// Command flotilla is the hub CLI: it validates and renders the fleet repo,
+// plans pull requests and reads the fleet's status from Git.
+package main
+
+import (
+	"os"
+
+	"github.com/flotilla-gitops/flotilla/hub/cmd"
+	"github.com/flotilla-gitops/flotilla/pkg/render"
+)
+
+func main() {
+	// plan renders Helm units in worker processes re-executing this binary.
+	render.ServeWorkerIfRequested()
+	os.Exit(cmd.Execute())
+}

@@ -1,0 +1,761 @@
+package apply
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/fluxcd/cli-utils/pkg/kstatus/polling"
+	"github.com/fluxcd/cli-utils/pkg/object"
+	"github.com/fluxcd/pkg/ssa"
+	"golang.org/x/sync/errgroup"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+)
+
+// Options configure an Applier. Client QPS and burst are the caller's, on
+// the rest.Config given to New.
+type Options struct {
+	// FieldManager for server-side apply; default "flotilla".
+	FieldManager string
+	// InventoryNamespace holds the inventory ConfigMaps (the agent's
+	// namespace). Required; it must exist.
+	InventoryNamespace string
+	// Cluster is recorded in each inventory for people reading it.
+	Cluster string
+	// Concurrency bounds the parallel reads and dry-runs within one unit;
+	// default 4. Callers parallelise across units themselves.
+	Concurrency int
+	// RequestTimeout bounds each API request; default 30s.
+	RequestTimeout time.Duration
+	// DefaultTimeout is the health and staging timeout of a unit that sets
+	// none; default 5m.
+	DefaultTimeout time.Duration
+	// PollInterval of kstatus health checks; default 1s.
+	PollInterval time.Duration
+}
+
+func (o *Options) setDefaults() {
+	if o.FieldManager == "" {
+		o.FieldManager = DefaultFieldManager
+	}
+	if o.Concurrency < 1 {
+		o.Concurrency = 4
+	}
+	if o.RequestTimeout <= 0 {
+		o.RequestTimeout = 30 * time.Second
+	}
+	if o.DefaultTimeout <= 0 {
+		o.DefaultTimeout = 5 * time.Minute
+	}
+	if o.PollInterval <= 0 {
+		o.PollInterval = time.Second
+	}
+}
+
+// Applier applies units to one cluster. It caches inventories in memory
+// (they are re-read after a restart) and is safe for concurrent use; calls
+// for the same unit are serialised.
+type Applier struct {
+	opts   Options
+	client client.Client
+	raw    rest.Interface // server-side apply requests, see serverSideApply
+	rm     *ssa.ResourceManager
+
+	mu          sync.Mutex
+	inventories map[string]*Inventory // loaded or written
+	// listed: Units read every inventory, so a unit absent from the cache
+	// has none and needs no read.
+	listed    bool
+	unitLocks map[string]*sync.Mutex
+	// seq numbers inventory writes, so an Observation can tell whether it
+	// predates a unit's last apply.
+	seq atomic.Uint64
+}
+
+// New builds an Applier talking to the cluster of cfg (wrap cfg with a
+// WriteCounter first to count requests).
+func New(cfg *rest.Config, opts Options) (*Applier, error) {
+	opts.setDefaults()
+	if opts.InventoryNamespace == "" {
+		return nil, fmt.Errorf("%w: InventoryNamespace is required", ErrInvalid)
+	}
+	httpClient, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("http client: %w", err)
+	}
+	mapper, err := apiutil.NewDynamicRESTMapper(cfg, httpClient)
+	if err != nil {
+		return nil, fmt.Errorf("rest mapper: %w", err)
+	}
+	c, err := client.New(cfg, client.Options{HTTPClient: httpClient, Mapper: mapper})
+	if err != nil {
+		return nil, fmt.Errorf("client: %w", err)
+	}
+	raw, err := newRawClient(cfg, httpClient)
+	if err != nil {
+		return nil, fmt.Errorf("rest client: %w", err)
+	}
+	poller := polling.NewStatusPoller(c, mapper, polling.Options{})
+	return &Applier{
+		opts:        opts,
+		client:      c,
+		raw:         raw,
+		rm:          ssa.NewResourceManager(c, poller, ssa.Owner{Field: opts.FieldManager, Group: "flotilla.dev"}),
+		inventories: map[string]*Inventory{},
+		unitLocks:   map[string]*sync.Mutex{},
+	}, nil
+}
+
+// UnitRequest is one unit to apply.
+type UnitRequest struct {
+	Name string
+	// Revision (e.g. "main@sha1:…") is recorded when the inventory changes.
+	Revision string
+	// Hash is the unit's content hash from the slice; an equal hash in the
+	// inventory lets unchanged objects skip re-apply when they have not
+	// drifted. Empty disables that shortcut (content hashes still apply).
+	Hash    string
+	Objects []*unstructured.Unstructured
+	// Prune deletes objects of the previous apply that are no longer
+	// rendered.
+	Prune bool
+	// AllowEmpty accepts an empty Objects (then pruning everything when
+	// Prune); otherwise an empty unit fails with ErrEmpty.
+	AllowEmpty bool
+	// Wait for every object to be kstatus Current within Timeout.
+	Wait    bool
+	Timeout time.Duration
+	// Force re-applies every object, skipping the unchanged shortcut.
+	Force bool
+	// RecreateImmutable deletes and recreates an object whose apply is
+	// rejected for changing an immutable field.
+	RecreateImmutable bool
+	// CreateOnly creates missing objects and never updates existing ones,
+	// nor re-creates one the inventory records as applied (a completed
+	// job is not re-run).
+	CreateOnly bool
+	// Observed, from Observe, replaces per-object reads of the drift
+	// check; optional.
+	Observed *Observation
+}
+
+// UnitResult says what Apply did. It is returned (partially filled) with
+// errors too.
+type UnitResult struct {
+	Unit string
+	// Skipped: nothing needed a write (unchanged unit, no drift, nothing to
+	// prune); no mutating request was made.
+	Skipped bool
+	// Object counts of this apply.
+	Created, Configured, Unchanged int
+	// Disabled counts objects left alone for reconcile: disabled.
+	Disabled int
+	// ChangeSet has one entry per rendered object (created, configured,
+	// unchanged or skipped).
+	ChangeSet []ssa.ChangeSetEntry
+	// DriftCorrected counts objects whose content had not changed but
+	// whose live state had drifted, and that this apply restored.
+	DriftCorrected int
+	// Pruned were deleted; PruneKept were left because they lost our
+	// ownership labels or disable pruning; PruneFailed stay in the
+	// inventory for the next attempt; Orphaned are no longer rendered but
+	// left because the unit does not prune. All as Kind/namespace/name.
+	Pruned, PruneKept, PruneFailed, Orphaned []string
+	// Ready: with Wait, every object reached kstatus Current; without, the
+	// apply succeeded.
+	Ready bool
+	// NotReady names objects that were not Ready, with their status.
+	NotReady []string
+	// ManagedObjects counts the objects the unit's inventory now owns.
+	ManagedObjects int
+}
+
+// Applied is the number of objects written (created or configured).
+func (r *UnitResult) Applied() int { return r.Created + r.Configured }
+
+func (a *Applier) lockUnit(unit string) func() {
+	a.mu.Lock()
+	l, ok := a.unitLocks[unit]
+	if !ok {
+		l = &sync.Mutex{}
+		a.unitLocks[unit] = l
+	}
+	a.mu.Unlock()
+	l.Lock()
+	return l.Unlock
+}
+
+func (a *Applier) reqCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, a.opts.RequestTimeout)
+}
+
+func (a *Applier) timeout(unit time.Duration) time.Duration {
+	if unit > 0 {
+		return unit
+	}
+	return a.opts.DefaultTimeout
+}
+
+// work is one rendered object's fate during Apply.
+type work struct {
+	d    *desired
+	prev *Entry // previous inventory entry, if any
+	// entry is the inventory entry to record; nil keeps prev (or Pending
+	// for a new object).
+	entry *Entry
+	// drift: content unchanged, live drifted; re-applied.
+	drift bool
+}
+
+// Apply applies one unit: see the package documentation.
+func (a *Applier) Apply(ctx context.Context, u UnitRequest) (*UnitResult, error) {
+	res := &UnitResult{Unit: u.Name}
+	if err := validateUnitName(u.Name); err != nil {
+		return res, err
+	}
+	defer a.lockUnit(u.Name)()
+
+	ds, err := prepare(u.Name, u.Objects, a.client.RESTMapper())
+	if err != nil {
+		return res, fmt.Errorf("unit %s: %w", u.Name, err)
+	}
+	if len(ds) == 0 && !u.AllowEmpty {
+		return res, fmt.Errorf("unit %s: %w", u.Name, ErrEmpty)
+	}
+	prev, err := a.loadInventory(ctx, u.Name)
+	if err != nil {
+		return res, err
+	}
+
+	works, toApply, err := a.plan(ctx, u, ds, prev, res)
+	if err != nil {
+		return res, fmt.Errorf("unit %s: %w", u.Name, err)
+	}
+	desiredIDs := make(map[object.ObjMetadata]bool, len(ds))
+	for _, d := range ds {
+		desiredIDs[d.id] = true
+	}
+	var stale []Entry
+	for _, e := range prev.Entries {
+		if !desiredIDs[e.ID] {
+			stale = append(stale, e)
+		}
+	}
+
+	if len(toApply) == 0 && len(stale) == 0 && prev.resourceVersion != "" && prev.Hash == u.Hash && prev.Prune == u.Prune {
+		res.Skipped = true
+		res.ManagedObjects = len(prev.IDs(Applied))
+		return res, a.finishHealth(ctx, u, ds, res)
+	}
+
+	// A unit without an inventory whose objects do not exist yet is
+	// created without dry-runs; a failure deletes what this call created.
+	// Anything else is validated by dry-run, stage by stage, first.
+	direct := false
+	if prev.resourceVersion == "" || len(prev.Entries) == 0 {
+		if direct, err = a.allAbsent(ctx, toApply); err != nil {
+			return res, fmt.Errorf("unit %s: %w", u.Name, err)
+		}
+	}
+	// Record new ids before creating anything: an agent killed from here
+	// on still finds them in the inventory and prunes them if need be.
+	if next := withPending(prev, toApply); next != nil {
+		// With the prune flag being applied: a unit killed during its
+		// first apply and then removed from the slice must still be
+		// pruned (a new inventory's zero value would orphan it).
+		next.Prune = u.Prune
+		if err := a.storeInventory(ctx, next); err != nil {
+			return res, err
+		}
+		prev = next
+	}
+
+	var errs []error
+	applyErr := a.applyStages(ctx, u, toApply, direct, res)
+	if applyErr != nil {
+		errs = append(errs, applyErr)
+	}
+
+	// Prune only after a complete apply: a half-applied unit keeps
+	// everything it had.
+	var keepStale []Entry
+	switch {
+	case applyErr != nil:
+		keepStale = stale
+	case u.Prune:
+		var pruneErr error
+		keepStale, pruneErr = a.prune(ctx, u.Name, stale, res)
+		if pruneErr != nil {
+			errs = append(errs, pruneErr)
+		}
+	default:
+		for _, e := range stale {
+			res.Orphaned = append(res.Orphaned, e.Subject())
+		}
+	}
+
+	next := &Inventory{
+		Unit: u.Name, Cluster: a.opts.Cluster, Revision: prev.Revision, Hash: u.Hash, Prune: u.Prune,
+		resourceVersion: prev.resourceVersion,
+	}
+	if applyErr != nil {
+		// The unchanged shortcut must not trust a hash whose apply failed.
+		next.Hash = prev.Hash
+	}
+	for _, w := range works {
+		switch {
+		case w.entry != nil:
+			next.Entries = append(next.Entries, *w.entry)
+		case w.prev != nil:
+			next.Entries = append(next.Entries, *w.prev)
+		case !w.d.gitDisabled:
+			// Not applied (an earlier failure) and new: keep it pending.
+			next.Entries = append(next.Entries, Entry{ID: w.d.id, Version: w.d.version, State: Pending})
+		}
+	}
+	for _, e := range keepStale {
+		e.State = Stale
+		next.Entries = append(next.Entries, e)
+	}
+	sortEntries(next.Entries)
+	if !sameInventory(prev, next) {
+		next.Revision = u.Revision
+		if err := a.storeInventory(ctx, next); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	res.ManagedObjects = len(next.IDs(Applied))
+
+	if applyErr == nil {
+		if err := a.finishHealth(ctx, u, ds, res); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) > 0 {
+		return res, fmt.Errorf("unit %s: %w", u.Name, errors.Join(errs...))
+	}
+	return res, nil
+}
+
+// plan decides, per rendered object, whether it must be applied. An
+// object whose content is unchanged is checked against its live metadata
+// and is applied again only when it drifted.
+func (a *Applier) plan(ctx context.Context, u UnitRequest, ds []*desired, prev *Inventory, res *UnitResult) ([]*work, []*work, error) {
+	prevEntries := prev.entryMap()
+	hashSame := u.Hash != "" && u.Hash == prev.Hash
+	works := make([]*work, len(ds))
+	var check []*work
+	for i, d := range ds {
+		w := &work{d: d}
+		if pe, ok := prevEntries[d.id]; ok {
+			w.prev = &pe
+		}
+		works[i] = w
+		if d.gitDisabled {
+			continue
+		}
+		if w.prev == nil || w.prev.State != Applied || w.prev.Version != d.version || u.Force {
+			continue
+		}
+		if u.CreateOnly {
+			w.entry = w.prev
+			continue
+		}
+		if w.prev.Fingerprint != "" && (hashSame || (d.contentHash != "" && d.contentHash == w.prev.ContentHash)) {
+			check = append(check, w)
+		}
+	}
+
+	obs := u.Observed.forUnit(prev)
+	lives := make([]liveMeta, len(check))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(a.opts.Concurrency)
+	for i, w := range check {
+		if obs != nil {
+			if l, ok := obs.lookup(w.d.id); ok {
+				lives[i] = l
+				continue
+			}
+		}
+		g.Go(func() error {
+			l, err := a.readLive(gctx, w.d)
+			lives[i] = l
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, nil, err
+	}
+	checked := make(map[*work]liveMeta, len(check))
+	for i, w := range check {
+		checked[w] = lives[i]
+	}
+
+	var toApply []*work
+	for _, w := range works {
+		d := w.d
+		if d.gitDisabled {
+			res.Disabled++
+			res.ChangeSet = append(res.ChangeSet, changeEntry(d, ssa.SkippedAction))
+			continue
+		}
+		if w.entry != nil { // CreateOnly, already created
+			res.Unchanged++
+			res.ChangeSet = append(res.ChangeSet, changeEntry(d, ssa.UnchangedAction))
+			continue
+		}
+		live, wasChecked := checked[w]
+		switch {
+		case !wasChecked:
+			toApply = append(toApply, w)
+		case live.exists && live.disabled:
+			res.Disabled++
+			res.ChangeSet = append(res.ChangeSet, changeEntry(d, ssa.SkippedAction))
+		case live.exists && !live.deleting && live.fingerprint == w.prev.Fingerprint && ownedBy(live.labels, u.Name):
+			w.entry = w.prev
+			res.Unchanged++
+			res.ChangeSet = append(res.ChangeSet, changeEntry(d, ssa.UnchangedAction))
+		default:
+			w.drift = true
+			toApply = append(toApply, w)
+		}
+	}
+	return works, toApply, nil
+}
+
+// withPending returns prev plus Pending entries for the objects about to
+// be applied that it does not list, or nil when there are none.
+func withPending(prev *Inventory, toApply []*work) *Inventory {
+	var add []Entry
+	for _, w := range toApply {
+		if w.prev == nil {
+			add = append(add, Entry{ID: w.d.id, Version: w.d.version, State: Pending})
+		}
+	}
+	if len(add) == 0 {
+		return nil
+	}
+	next := prev.clone()
+	next.Entries = append(next.Entries, add...)
+	sortEntries(next.Entries)
+	return next
+}
+
+func sameInventory(a, b *Inventory) bool {
+	if a.resourceVersion == "" || a.Hash != b.Hash || a.Prune != b.Prune || a.Cluster != b.Cluster || len(a.Entries) != len(b.Entries) {
+		return false
+	}
+	for i := range a.Entries {
+		if a.Entries[i] != b.Entries[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func changeEntry(d *desired, action ssa.Action) ssa.ChangeSetEntry {
+	return ssa.ChangeSetEntry{ObjMetadata: d.id, GroupVersion: d.obj.GetAPIVersion(), Subject: d.subject(), Action: action}
+}
+
+// applyStages applies the objects stage by stage, waiting for written
+// definitions and classes to become Current before the next stage. It
+// stops at the first stage with a failure. Unless direct, every object of
+// a stage passes a server-side dry-run before any is written; when direct
+// (nothing existed), a failure deletes the objects this call created.
+func (a *Applier) applyStages(ctx context.Context, u UnitRequest, toApply []*work, direct bool, res *UnitResult) error {
+	var created []*desired
+	err := func() error {
+		for stage := range numStages {
+			var batch []*work
+			for _, w := range toApply {
+				if w.d.stage == stage {
+					batch = append(batch, w)
+				}
+			}
+			if len(batch) == 0 {
+				continue
+			}
+			written, err := a.applyBatch(ctx, u, batch, direct, res, &created)
+			if err != nil {
+				return err
+			}
+			if stage != stageResources && len(written) > 0 {
+				err := a.rm.WaitForSetWithContext(ctx, written, ssa.WaitOptions{Interval: a.opts.PollInterval, Timeout: a.timeout(u.Timeout)})
+				if err != nil {
+					return fmt.Errorf("%w: waiting for %d cluster definitions: %w", ErrHealthTimeout, len(written), err)
+				}
+			}
+		}
+		return nil
+	}()
+	if err == nil || !direct || len(created) == 0 {
+		return err
+	}
+	return errors.Join(err, a.rollback(ctx, created, toApply, res))
+}
+
+// rollback deletes, in reverse order, the objects a failed direct apply
+// created; they return to Pending in the inventory.
+func (a *Applier) rollback(ctx context.Context, created []*desired, toApply []*work, res *UnitResult) error {
+	byID := map[object.ObjMetadata]*work{}
+	for _, w := range toApply {
+		byID[w.d.id] = w
+	}
+	var errs []error
+	rolledBack := map[object.ObjMetadata]bool{}
+	for i := len(created) - 1; i >= 0; i-- {
+		d := created[i]
+		rctx, cancel := a.reqCtx(ctx)
+		live := &metav1.PartialObjectMetadata{}
+		live.SetGroupVersionKind(d.obj.GroupVersionKind())
+		live.SetNamespace(d.id.Namespace)
+		live.SetName(d.id.Name)
+		err := a.client.Delete(rctx, live, client.PropagationPolicy(metav1.DeletePropagationBackground))
+		cancel()
+		if err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, objectError("roll back", ErrApply, d.obj, err))
+			continue
+		}
+		if w := byID[d.id]; w != nil {
+			w.entry = nil
+		}
+		rolledBack[d.id] = true
+		res.Created--
+	}
+	res.ChangeSet = slices.DeleteFunc(res.ChangeSet, func(c ssa.ChangeSetEntry) bool { return rolledBack[c.ObjMetadata] })
+	return errors.Join(errs...)
+}
+
+// allAbsent reports whether none of the objects exists (one metadata read
+// each, far cheaper than a dry-run).
+func (a *Applier) allAbsent(ctx context.Context, toApply []*work) (bool, error) {
+	var found atomic.Bool
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(a.opts.Concurrency)
+	for _, w := range toApply {
+		g.Go(func() error {
+			l, err := a.readLive(gctx, w.d)
+			if l.exists {
+				found.Store(true)
+			}
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return false, err
+	}
+	return !found.Load(), nil
+}
+
+// applyBatch applies one stage's objects in ssa order; consecutive objects
+// of the same kind go in parallel. Unless direct, all are dry-run first and
+// nothing is written unless every dry-run passes. Objects it creates are
+// appended to created.
+func (a *Applier) applyBatch(ctx context.Context, u UnitRequest, batch []*work, direct bool, res *UnitResult, created *[]*desired) (object.ObjMetadataSet, error) {
+	dry := make([]*unstructured.Unstructured, len(batch))
+	if !direct {
+		g, gctx := errgroup.WithContext(ctx)
+		g.SetLimit(a.opts.Concurrency)
+		dryErrs := make([]error, len(batch))
+		for i, w := range batch {
+			g.Go(func() error {
+				dry[i], dryErrs[i] = a.dryRun(gctx, u, w.d)
+				return nil
+			})
+		}
+		_ = g.Wait()
+		if err := errors.Join(dryErrs...); err != nil {
+			return nil, err
+		}
+	}
+
+	applied := make([]*unstructured.Unstructured, len(batch))
+	wasCreated := make([]bool, len(batch))
+	applyErrs := make([]error, len(batch))
+	for start := 0; start < len(batch); {
+		end := start + 1
+		for end < len(batch) && batch[end].d.id.GroupKind == batch[start].d.id.GroupKind {
+			end++
+		}
+		// No shared cancellation: a failure lets in-flight applies finish,
+		// so each error reported is a real one.
+		var g errgroup.Group
+		g.SetLimit(a.opts.Concurrency)
+		for i := start; i < end; i++ {
+			if skipReason(u, batch[i].d, dry[i]) != "" {
+				continue
+			}
+			g.Go(func() error {
+				applied[i], wasCreated[i], applyErrs[i] = a.apply(ctx, batch[i].d)
+				return applyErrs[i]
+			})
+		}
+		err := g.Wait()
+		for i := start; i < end; i++ {
+			if wasCreated[i] {
+				*created = append(*created, batch[i].d)
+			}
+		}
+		if err != nil {
+			break
+		}
+		start = end
+	}
+
+	var written object.ObjMetadataSet
+	for i, w := range batch {
+		d, dr := w.d, dry[i]
+		switch skipReason(u, d, dr) {
+		case ssa.SkippedAction:
+			res.Disabled++
+			res.ChangeSet = append(res.ChangeSet, changeEntry(d, ssa.SkippedAction))
+			continue
+		case ssa.UnchangedAction:
+			w.entry = &Entry{ID: d.id, Version: d.version, State: Applied, ContentHash: d.contentHash}
+			res.Unchanged++
+			res.ChangeSet = append(res.ChangeSet, changeEntry(d, ssa.UnchangedAction))
+			continue
+		}
+		if applied[i] == nil {
+			continue // not reached, or failed
+		}
+		w.entry = &Entry{
+			ID: d.id, Version: d.version, State: Applied, ContentHash: d.contentHash,
+			Fingerprint: fingerprint(applied[i].GetManagedFields(), a.opts.FieldManager),
+		}
+		var action ssa.Action
+		switch {
+		case wasCreated[i]:
+			action = ssa.CreatedAction
+			res.Created++
+		case dr != nil && applied[i].GetResourceVersion() == dr.GetResourceVersion():
+			action = ssa.UnchangedAction
+			res.Unchanged++
+		default:
+			action = ssa.ConfiguredAction
+			res.Configured++
+		}
+		if action != ssa.UnchangedAction {
+			written = append(written, d.id)
+			if w.drift {
+				res.DriftCorrected++
+			}
+		}
+		res.ChangeSet = append(res.ChangeSet, changeEntry(d, action))
+	}
+	return written, errors.Join(applyErrs...)
+}
+
+// skipReason says why an object that passed its dry-run is not applied:
+// SkippedAction when the live object is disabled (and Git does not set
+// that annotation itself), UnchangedAction when the unit is create-only and
+// the object exists; "" to apply it (and always without a dry-run).
+func skipReason(u UnitRequest, d *desired, dr *unstructured.Unstructured) ssa.Action {
+	if dr == nil || dr.GetResourceVersion() == "" {
+		return ""
+	}
+	if _, gitSetsKey := d.obj.GetAnnotations()[AnnotationReconcile]; !gitSetsKey && isDisabled(dr.GetAnnotations()) {
+		return ssa.SkippedAction
+	}
+	if u.CreateOnly {
+		return ssa.UnchangedAction
+	}
+	return ""
+}
+
+// dryRun returns the object as the API server would store it, recreating
+// it first when it changes an immutable field and the unit allows that.
+func (a *Applier) dryRun(ctx context.Context, u UnitRequest, d *desired) (*unstructured.Unstructured, error) {
+	try := func() (*unstructured.Unstructured, error) {
+		rctx, cancel := a.reqCtx(ctx)
+		defer cancel()
+		obj, _, err := a.serverSideApply(rctx, d.obj, true)
+		return obj, err
+	}
+	obj, err := try()
+	if err != nil && u.RecreateImmutable && isImmutable(err) {
+		if rerr := a.recreate(ctx, d); rerr != nil {
+			return nil, objectError("recreate", ErrApply, d.obj, rerr)
+		}
+		obj, err = try()
+	}
+	if err != nil {
+		return nil, objectError("dry-run", ErrApply, d.obj, err)
+	}
+	return obj, nil
+}
+
+func (a *Applier) apply(ctx context.Context, d *desired) (*unstructured.Unstructured, bool, error) {
+	rctx, cancel := a.reqCtx(ctx)
+	defer cancel()
+	obj, created, err := a.serverSideApply(rctx, d.obj, false)
+	if err != nil {
+		return nil, false, objectError("apply", ErrApply, d.obj, err)
+	}
+	return obj, created, nil
+}
+
+// recreate deletes the live object and waits until it is gone.
+func (a *Applier) recreate(ctx context.Context, d *desired) error {
+	live := &metav1.PartialObjectMetadata{}
+	live.SetGroupVersionKind(d.obj.GroupVersionKind())
+	live.SetNamespace(d.id.Namespace)
+	live.SetName(d.id.Name)
+	rctx, cancel := a.reqCtx(ctx)
+	defer cancel()
+	if err := a.client.Delete(rctx, live, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	return wait.PollUntilContextCancel(rctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		err := a.client.Get(ctx, client.ObjectKeyFromObject(live), live)
+		if apierrors.IsNotFound(err) {
+			return true, nil
+		}
+		return false, err
+	})
+}
+
+// liveMeta is what the drift check needs of a live object.
+type liveMeta struct {
+	exists, deleting, disabled bool
+	fingerprint                string
+	labels                     map[string]string
+}
+
+func (a *Applier) liveFromMeta(m metav1.Object) liveMeta {
+	return liveMeta{
+		exists:      true,
+		deleting:    m.GetDeletionTimestamp() != nil,
+		disabled:    isDisabled(m.GetAnnotations()),
+		fingerprint: fingerprint(m.GetManagedFields(), a.opts.FieldManager),
+		labels:      m.GetLabels(),
+	}
+}
+
+// readLive reads one object's metadata (labels, annotations, managed
+// fields) without its spec.
+func (a *Applier) readLive(ctx context.Context, d *desired) (liveMeta, error) {
+	rctx, cancel := a.reqCtx(ctx)
+	defer cancel()
+	m := &metav1.PartialObjectMetadata{}
+	m.SetGroupVersionKind(d.obj.GroupVersionKind())
+	err := a.client.Get(rctx, client.ObjectKey{Namespace: d.id.Namespace, Name: d.id.Name}, m)
+	switch {
+	case apierrors.IsNotFound(err), meta.IsNoMatchError(err): // no such kind (yet): no such object
+		return liveMeta{}, nil
+	case err != nil:
+		return liveMeta{}, objectError("read", ErrApply, d.obj, err)
+	}
+	return a.liveFromMeta(m), nil
+}

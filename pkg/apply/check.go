@@ -1,0 +1,129 @@
+package apply
+
+import (
+	"context"
+
+	"golang.org/x/sync/errgroup"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// UnitCheck is what Check found about a unit without rendering it.
+type UnitCheck struct {
+	Unit string
+	// Exists: the unit has an inventory in the cluster.
+	Exists bool
+	// Hash, Prune and Revision as recorded by the unit's last apply.
+	Hash     string
+	Prune    bool
+	Revision string
+	// Complete: every inventory entry is Applied (none Pending from an
+	// interrupted apply, none Stale from a failed prune).
+	Complete bool
+	// Drifted names (Kind/namespace/name) the applied objects whose live
+	// state no longer matches the last apply: deleted, a field flotilla
+	// applied changed by another manager, or ownership labels lost. Objects
+	// whose live copy is annotated flotilla.dev/reconcile=disabled are not
+	// drift.
+	Drifted []string
+	// ManagedObjects counts the Applied entries.
+	ManagedObjects int
+}
+
+// UpToDate reports whether an Apply of a unit with this hash and prune flag
+// would make no write: same hash and prune flag, a complete inventory and
+// no drift. The caller may then skip rendering the unit.
+func (c *UnitCheck) UpToDate(hash string, prune bool) bool {
+	return c.Exists && hash != "" && c.Hash == hash && c.Prune == prune && c.Complete && len(c.Drifted) == 0
+}
+
+// Check compares a unit's inventory with the live objects' metadata, using
+// obs (from Observe) where it covers them and one metadata-only GET per
+// object otherwise. It makes no write and needs no rendered objects, so an
+// agent can skip rendering a unit whose content hash is unchanged and that
+// did not drift. An entry applied without a fingerprint cannot be checked
+// and counts as drifted (Apply then decides).
+func (a *Applier) Check(ctx context.Context, unit string, obs *Observation) (*UnitCheck, error) {
+	if err := validateUnitName(unit); err != nil {
+		return nil, err
+	}
+	defer a.lockUnit(unit)()
+	inv, err := a.loadInventory(ctx, unit)
+	if err != nil {
+		return nil, err
+	}
+	c := &UnitCheck{Unit: unit, Complete: true}
+	if inv.resourceVersion == "" {
+		c.Complete = false
+		return c, nil
+	}
+	c.Exists, c.Hash, c.Prune, c.Revision = true, inv.Hash, inv.Prune, inv.Revision
+	obs = obs.forUnit(inv)
+
+	var entries []Entry
+	for _, e := range inv.Entries {
+		if e.State != Applied {
+			c.Complete = false
+			continue
+		}
+		c.ManagedObjects++
+		entries = append(entries, e)
+	}
+	drifted := make([]bool, len(entries))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(a.opts.Concurrency)
+	for i, e := range entries {
+		if e.Fingerprint == "" {
+			drifted[i] = true
+			continue
+		}
+		if obs != nil {
+			if live, ok := obs.lookup(e.ID); ok {
+				drifted[i] = liveDrifted(live, e, unit)
+				continue
+			}
+		}
+		g.Go(func() error {
+			live, err := a.readLiveEntry(gctx, e)
+			drifted[i] = liveDrifted(live, e, unit)
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	for i, e := range entries {
+		if drifted[i] {
+			c.Drifted = append(c.Drifted, e.Subject())
+		}
+	}
+	return c, nil
+}
+
+// liveDrifted applies Apply's drift rule to one entry.
+func liveDrifted(live liveMeta, e Entry, unit string) bool {
+	switch {
+	case live.exists && live.disabled:
+		return false
+	case live.exists && !live.deleting && live.fingerprint == e.Fingerprint && ownedBy(live.labels, unit):
+		return false
+	}
+	return true
+}
+
+// readLiveEntry reads one inventory entry's live metadata.
+func (a *Applier) readLiveEntry(ctx context.Context, e Entry) (liveMeta, error) {
+	rctx, cancel := a.reqCtx(ctx)
+	defer cancel()
+	m := &metav1.PartialObjectMetadata{}
+	m.SetGroupVersionKind(e.GroupVersionKind())
+	err := a.client.Get(rctx, client.ObjectKey{Namespace: e.ID.Namespace, Name: e.ID.Name}, m)
+	switch {
+	case apierrors.IsNotFound(err):
+		return liveMeta{}, nil
+	case err != nil:
+		return liveMeta{}, &ObjectError{Op: "read", Group: e.ID.GroupKind.Group, Kind: e.ID.GroupKind.Kind, Namespace: e.ID.Namespace, Name: e.ID.Name, Class: ErrApply, Cause: err}
+	}
+	return a.liveFromMeta(m), nil
+}

@@ -1,0 +1,98 @@
+// Package apply owns applying one unit's objects to a cluster: server-side
+// apply through github.com/fluxcd/pkg/ssa, the per-unit inventory persisted
+// in the cluster, pruning, drift detection and kstatus health.
+//
+// # Use
+//
+//	a, err := apply.New(restConfig, apply.Options{InventoryNamespace: "flotilla-system", Cluster: "edge-1"})
+//	res, err := a.Apply(ctx, apply.UnitRequest{Name: "web", Hash: unit.Hash, Objects: objs, Prune: true, Wait: true, Timeout: time.Minute})
+//	ready, notReady, err := a.CheckReady(ctx, "web") // for dependsOn
+//	units, err := a.Units(ctx)                       // units with an inventory
+//	res, err = a.Delete(ctx, "old-unit")              // a unit that left the slice
+//
+// # Apply
+//
+// Objects are server-side applied with field manager "flotilla" (forcing
+// ownership) and labelled app.kubernetes.io/managed-by=flotilla and
+// flotilla.dev/unit=<unit>; native kinds are normalised first with ssa's
+// normalize package, as Flux does. They are applied in stages like
+// ssa.ResourceManager.ApplyAllStaged: CRDs, Namespaces and ClusterRoles
+// first, then cluster-wide "class" kinds (each stage's written objects
+// waited for until kstatus Current), then everything else in
+// ssa.ReconcileOrder; consecutive objects of one kind go in parallel.
+//
+// A failed apply leaves the cluster as it was, as far as the API server
+// can tell in advance. For a unit that already has objects, every object
+// about to be written is validated with a server-side dry-run and a stage
+// is written only when all of its dry-runs passed. A unit with no
+// inventory whose objects do not exist yet (one metadata read each) is
+// created without dry-runs, and a failure deletes what the call created;
+// that saves a dry-run per object on a cold start (about a third of its
+// time). An object that already exists (say, adopted from another unit and
+// disabled there) sends the whole unit down the dry-run path.
+//
+// # Inventory
+//
+// Each unit has a ConfigMap flotilla-inventory-<unit> in
+// Options.InventoryNamespace holding the unit hash, the revision that last
+// changed the unit, the prune flag and, per object, its id (group, version,
+// kind, namespace, name), a hash of the applied content and a fingerprint
+// of the live object's "flotilla" managed-fields entry. The encoding is
+// line based and grouped by kind and namespace (about 60 bytes per object),
+// gzip-compressed into binaryData when large, so tens of thousands of
+// objects fit the 1 MiB ConfigMap limit. New object ids are recorded before
+// anything is created, so an agent killed mid-apply never orphans objects.
+// The revision is rewritten only when the inventory changes for another
+// reason, so a new commit that leaves a unit unchanged costs no write.
+// Inventories are cached in memory; after Units has listed them all, a unit
+// without one needs no read either.
+//
+// # Unchanged units and drift
+//
+// An object is not re-applied when its content is unchanged since the last
+// apply (same unit hash, or same content hash) and the live object has not
+// drifted. Drift is detected without dry-runs: another manager changing or
+// removing a field that flotilla applied moves that field out of flotilla's
+// managed-fields entry, so the entry's fingerprint changes; a deleted object
+// or one that lost its ownership labels also counts as drift. The live
+// metadata comes from one metadata-only GET per object, or, for a whole pass
+// over many units, from an Observation (one paginated metadata-only List per
+// kind, see Observe). An unchanged unit with no drift therefore makes no
+// mutating request (WriteCounter measures this); drifted objects are
+// re-applied and counted in UnitResult.DriftCorrected. Measured over 1,000
+// unchanged units of 4 objects (test/bench), Flux's check (a GET and a
+// server-side dry-run per object) costs about 28 CPU-seconds across client,
+// API server and etcd; metadata GETs about 6; an Observation under 1.
+// Secrets are never content-hashed (their data must not leave the cluster
+// in any form); they count as unchanged while the unit hash is.
+//
+// # Health
+//
+// With Wait, Apply polls kstatus (ssa.WaitForSetWithContext) until every
+// object is Current, one Failed, or the unit's Timeout passed, and names
+// the objects that are not Ready (ErrHealthTimeout, ErrHealthFailed). An
+// unchanged unit is checked too. CheckReady is the same check once, for
+// dependsOn.
+//
+// # Prune
+//
+// Objects of the previous inventory that are no longer rendered are deleted
+// when the unit has Prune set, only if the live object still carries both
+// ownership labels for this unit and is not annotated
+// flotilla.dev/prune=disabled or flotilla.dev/reconcile=disabled; otherwise
+// it is kept and reported in UnitResult.PruneKept. A failed delete stays in
+// the inventory and is retried by the next Apply, even of an unchanged
+// unit. An empty object set is refused with ErrEmpty unless AllowEmpty.
+//
+// Objects annotated flotilla.dev/reconcile=disabled, in Git or on the live
+// object, are neither applied nor pruned. When Git sets that annotation key
+// to another value, Git wins. A unit with CreateOnly (Volcano jobs) creates
+// missing objects and never updates them.
+//
+// # Errors
+//
+// Errors are classified with errors.Is (ErrInvalid, ErrEmpty, ErrApply,
+// ErrImmutable, ErrPrune, ErrHealthTimeout, ErrHealthFailed, ErrInventory,
+// ErrNoInventory) and errors.As (*ObjectError names the object). Errors about
+// Secrets never contain their data: API server messages are masked.
+package apply

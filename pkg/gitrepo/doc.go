@@ -1,0 +1,51 @@
+// Package gitrepo owns every Git operation of Flotilla and is the only
+// package that imports go-git. Every network call takes a context and is
+// bounded by a timeout (DefaultTimeout unless configured).
+//
+// Reading the fleet repo (agent):
+//
+//	src := &gitrepo.Source{URL: url, Branch: "main", Auth: auth, CacheDir: dir}
+//	res, err := src.Sync(ctx)     // ls-remote; fetch (depth 1, one branch) only on a new head
+//	last, ok := src.LastGood()    // previous checkout, also after a restart, offline
+//
+// Sync returns a Result with Revision ("main@sha1:<hash>"), Hash and Dir, an
+// immutable directory holding the commit's tree. errors.Is(err,
+// ErrUnreachable) tells an outage from ErrAuth, ErrRepoNotFound and
+// ErrRefNotFound. The cache under CacheDir survives restarts and is cloned
+// again when damaged. Trees are written through go-billy's BoundOS
+// filesystem with every entry name checked (go-git CVE-2023-49569).
+// Source.Commit and Source.CommitsBetween give the commits to verify.
+//
+// Writing status (agent):
+//
+//	w := gitrepo.NewWriter(url, gitrepo.PushOptions{Auth: auth, MaxHistory: 50, Signer: signer})
+//	res, err := w.PushFiles(ctx, "refs/heads/flotilla/status/member1",
+//		map[string][]byte{"status.yaml": doc}, "status", gitrepo.Signature{Name: "member1", Email: "…"})
+//
+// PushFiles commits on top of the ref's remote head and pushes that ref
+// only; a lost race is retried on the new head with Backoff; a refusal is
+// ErrRejected; MaxHistory squashes the ref into one root commit (the only
+// force push, guarded by a lease on the head it replaces).
+//
+// Reading status (hub): ReadRefs lists every ref under a prefix with its
+// head commit, the paths that commit changed and one file's content, from
+// a URL (fetching only changed refs) or a local repository.
+//
+// Local repositories (flotilla plan): ResolveRevision, ExportTree,
+// ChangedFiles, ReadCommit; ListTree (paths and blob hashes, no content),
+// BlobHash and ExportTreePaths (part of a tree) let plan leave a large
+// generated directory unexported.
+//
+// Credentials: Auth, from a mounted Secret with LoadAuth (Flux's keys:
+// username, password, bearerToken, identity, known_hosts, ca.crt). Auth
+// never prints secrets, and URLs are redacted in errors.
+//
+// Signatures: ParseSigningKey makes a Signer from an OpenPGP or SSH private
+// key; KeyRing (ParseKeyRing, LoadKeyRing) holds trusted OpenPGP and SSH
+// public keys and Commit.Verify / KeyRing.Verify check a commit's signature
+// (ErrUnsigned, ErrUntrustedSigner, ErrBadSignature). SSH signatures are
+// git's gpg.format=ssh format (SSHSIG, namespace "git").
+//
+// Backoff is the exponential backoff with jitter used between push
+// attempts, exported for the agent's retries.
+package gitrepo

@@ -1,0 +1,124 @@
+package gitrepo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"syscall"
+
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/transport"
+	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
+)
+
+// Classified errors; test with errors.Is.
+var (
+	// ErrUnreachable: the remote could not be reached in time (connection
+	// refused or reset, DNS, timeout, a 5xx from a proxy). Retrying later may help.
+	ErrUnreachable = errors.New("git remote unreachable")
+	// ErrAuth: the remote refused the credentials (HTTP 401/403, SSH auth,
+	// unknown host key).
+	ErrAuth = errors.New("git authentication failed")
+	// ErrRepoNotFound: the remote has no such repository.
+	ErrRepoNotFound = errors.New("git repository not found")
+	// ErrRefNotFound: the remote has no such branch or ref.
+	ErrRefNotFound = errors.New("git ref not found")
+	// ErrRevisionNotFound: a revision does not resolve in a local repository
+	// (or its objects are missing, e.g. beyond a shallow clone's depth).
+	ErrRevisionNotFound = errors.New("git revision not found")
+	// ErrRejected: the remote refused a push that was not a race with
+	// another writer (protected ref, hook, permissions).
+	ErrRejected = errors.New("git push rejected")
+	// ErrConflict: the ref kept moving under a push until the attempts ran out.
+	ErrConflict = errors.New("git push conflict: ref kept moving")
+	// ErrUnsafePath: a tree entry or a file path would leave its directory
+	// or write into a .git directory.
+	ErrUnsafePath = errors.New("unsafe path")
+	// ErrNotAncestor: a commit range's start is not an ancestor of its end
+	// (history was rewritten).
+	ErrNotAncestor = errors.New("not an ancestor")
+	// ErrUnsigned: the commit carries no signature.
+	ErrUnsigned = errors.New("commit is not signed")
+	// ErrUntrustedSigner: the commit is signed by a key that is not trusted.
+	ErrUntrustedSigner = errors.New("commit signed by an untrusted key")
+	// ErrBadSignature: the signature is malformed or does not match the commit.
+	ErrBadSignature = errors.New("bad commit signature")
+)
+
+// classify wraps a transport error with its class. op names the operation
+// and remote is already redacted. When the caller's own context ended, its
+// error is returned as is (wrapped), not as ErrUnreachable: stopping is not
+// an outage.
+func classify(parent context.Context, op, remote string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if perr := parent.Err(); perr != nil {
+		return fmt.Errorf("%s %s: %w", op, remote, perr)
+	}
+	switch {
+	case errors.Is(err, ErrAuth):
+		// The SSH auth callbacks already classified it.
+		return fmt.Errorf("%s %s: %w", op, remote, err)
+	case errors.Is(err, transport.ErrAuthenticationRequired),
+		errors.Is(err, transport.ErrAuthorizationFailed):
+		return fmt.Errorf("%s %s: %w: %w", op, remote, ErrAuth, err)
+	case errors.Is(err, transport.ErrRepositoryNotFound):
+		return fmt.Errorf("%s %s: %w: %w", op, remote, ErrRepoNotFound, err)
+	case isUnreachable(err):
+		return fmt.Errorf("%s %s: %w: %w", op, remote, ErrUnreachable, err)
+	}
+	return fmt.Errorf("%s %s: %w", op, remote, err)
+}
+
+func isUnreachable(err error) bool {
+	var netErr net.Error
+	var opErr *net.OpError
+	var dnsErr *net.DNSError
+	switch {
+	// Not io.EOF or io.ErrUnexpectedEOF: a truncated file in the local
+	// cache reports those too, and calling that an outage would keep the
+	// cache from being recloned. A connection cut mid-transfer is instead
+	// taken for a damaged cache; the reclone then sees the outage.
+	case errors.Is(err, context.DeadlineExceeded),
+		errors.Is(err, syscall.ECONNREFUSED),
+		errors.Is(err, syscall.ECONNRESET),
+		errors.Is(err, syscall.EPIPE),
+		errors.Is(err, syscall.EHOSTUNREACH),
+		errors.Is(err, syscall.ENETUNREACH),
+		errors.As(err, &opErr),
+		errors.As(err, &dnsErr):
+		return true
+	case errors.As(err, &netErr):
+		// *url.Error is a net.Error too; only count it when it wraps a
+		// network failure, not e.g. a certificate problem.
+		var uerr *url.Error
+		if errors.As(err, &uerr) {
+			return netErr.Timeout() || isUnreachable(uerr.Err)
+		}
+		return true
+	}
+	var unexpected *plumbing.UnexpectedError
+	if errors.As(err, &unexpected) {
+		var herr *githttp.Err
+		if errors.As(unexpected.Err, &herr) && herr.Response != nil && herr.Response.StatusCode >= 500 {
+			return true
+		}
+	}
+	return false
+}
+
+// redactURL removes credentials from a remote URL for messages.
+func redactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.User == nil {
+		return raw
+	}
+	u.User = url.User(u.User.Username())
+	if u.Scheme == "http" || u.Scheme == "https" {
+		u.User = nil
+	}
+	return u.String()
+}

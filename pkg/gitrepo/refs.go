@@ -1,0 +1,221 @@
+package gitrepo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/go-git/go-git/v5/config"
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/go-git/go-git/v5/storage"
+	"github.com/go-git/go-git/v5/storage/memory"
+)
+
+// ReadOptions configure ReadRefs.
+type ReadOptions struct {
+	Auth    Auth
+	Timeout time.Duration // per network operation; DefaultTimeout when zero
+	// CacheDir keeps a bare object store between calls (e.g. for --watch):
+	// unchanged refs are then not fetched again. In memory when empty.
+	CacheDir string
+	// File is the path whose content is returned for every ref
+	// (e.g. "status.yaml"); none when empty.
+	File string
+	// MaxFileSize bounds that content; 1 MiB when zero.
+	MaxFileSize int64
+}
+
+// RefFiles describes the head commit of one ref.
+type RefFiles struct {
+	Ref string // full name, e.g. refs/heads/flotilla/status/member1
+	// Commit is the head commit; Committer.When is the commit time.
+	Commit
+	// Changed lists the paths the head commit changed against its first
+	// parent (every path for a root commit, or when the parent is beyond a
+	// shallow clone's boundary), sorted.
+	Changed []string
+	// File is the content of ReadOptions.File at the head; FileFound is
+	// false when the head has no such file.
+	File      []byte
+	FileFound bool
+}
+
+// ReadRefs reads every ref whose name starts with prefix (e.g.
+// "refs/heads/flotilla/status/"). remote is a URL, fetched from with
+// ls-remote first and then only the refs that changed (depth 2, so each
+// head's parent is there to diff against); or a local repository
+// directory, read in place (its refs as they are: in a clone made by the
+// git CLI, other branches are under refs/remotes/origin/). The result is
+// sorted by ref name; no refs under prefix is an empty result, not an error.
+func ReadRefs(ctx context.Context, remote, prefix string, opts ReadOptions) ([]RefFiles, error) {
+	if !strings.HasPrefix(prefix, "refs/") {
+		return nil, fmt.Errorf("read refs: prefix %q must start with refs/", prefix)
+	}
+	if fi, err := os.Stat(remote); err == nil && fi.IsDir() {
+		r, err := openLocal(remote)
+		if err != nil {
+			return nil, err
+		}
+		return readLocalRefs(ctx, r.Storer, prefix, opts)
+	}
+	ep, err := opts.Auth.endpoint(remote, timeoutOr(opts.Timeout))
+	if err != nil {
+		return nil, err
+	}
+	var st storage.Storer = memory.NewStorage()
+	if opts.CacheDir != "" {
+		r, err := openCache(opts.CacheDir)
+		if err != nil {
+			return nil, err
+		}
+		st = r.Storer
+	}
+	if err := syncRefs(ctx, st, ep, opts.Timeout, prefix); err != nil && opts.CacheDir != "" && !isTransportError(err) && ctx.Err() == nil {
+		// The cache is damaged: start it again once.
+		if rmErr := os.RemoveAll(opts.CacheDir); rmErr != nil {
+			return nil, errors.Join(err, rmErr)
+		}
+		r, oerr := openCache(opts.CacheDir)
+		if oerr != nil {
+			return nil, oerr
+		}
+		st = r.Storer
+		if err := syncRefs(ctx, st, ep, opts.Timeout, prefix); err != nil {
+			return nil, err
+		}
+	} else if err != nil {
+		return nil, err
+	}
+	return readLocalRefs(ctx, st, prefix, opts)
+}
+
+// syncRefs makes st's refs under prefix equal the remote's: lists them,
+// fetches those that differ, deletes those gone.
+func syncRefs(ctx context.Context, st storage.Storer, ep *endpoint, timeout time.Duration, prefix string) error {
+	remote, err := listRefs(ctx, ep, timeout)
+	if err != nil {
+		return err
+	}
+	local := map[string]plumbing.Hash{}
+	iter, err := st.IterReferences()
+	if err != nil {
+		return err
+	}
+	_ = iter.ForEach(func(r *plumbing.Reference) error {
+		if strings.HasPrefix(r.Name().String(), prefix) && r.Type() == plumbing.HashReference {
+			local[r.Name().String()] = r.Hash()
+		}
+		return nil
+	})
+	var specs []config.RefSpec
+	wanted := 0
+	for name, h := range remote {
+		if !strings.HasPrefix(name, prefix) {
+			continue
+		}
+		wanted++
+		if local[name] != h {
+			specs = append(specs, config.RefSpec("+"+name+":"+name))
+		}
+	}
+	for name := range local {
+		if _, ok := remote[name]; !ok {
+			if err := st.RemoveReference(plumbing.ReferenceName(name)); err != nil {
+				return err
+			}
+		}
+	}
+	if len(specs) == 0 {
+		return nil
+	}
+	if len(specs) > wanted/2 {
+		// Most refs changed (a cold cache): one wildcard beats N specs.
+		specs = []config.RefSpec{config.RefSpec("+" + prefix + "*:" + prefix + "*")}
+	}
+	err = fetchInto(ctx, st, ep, timeout, specs, 2)
+	if errors.Is(err, ErrRefNotFound) {
+		return nil // deleted between ls-remote and fetch
+	}
+	return err
+}
+
+func readLocalRefs(ctx context.Context, st storage.Storer, prefix string, opts ReadOptions) ([]RefFiles, error) {
+	iter, err := st.IterReferences()
+	if err != nil {
+		return nil, err
+	}
+	var refs []*plumbing.Reference
+	_ = iter.ForEach(func(r *plumbing.Reference) error {
+		if strings.HasPrefix(r.Name().String(), prefix) && r.Type() == plumbing.HashReference {
+			refs = append(refs, r)
+		}
+		return nil
+	})
+	sort.Slice(refs, func(i, j int) bool { return refs[i].Name() < refs[j].Name() })
+	limit := opts.MaxFileSize
+	if limit <= 0 {
+		limit = 1 << 20
+	}
+	out := make([]RefFiles, 0, len(refs))
+	for _, ref := range refs {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		rf, err := readRef(ctx, st, ref, opts.File, limit)
+		if err != nil {
+			return nil, fmt.Errorf("read %s: %w", ref.Name(), err)
+		}
+		out = append(out, rf)
+	}
+	return out, nil
+}
+
+func readRef(ctx context.Context, st storage.Storer, ref *plumbing.Reference, file string, limit int64) (RefFiles, error) {
+	c, err := object.GetCommit(st, ref.Hash())
+	if err != nil {
+		return RefFiles{}, err
+	}
+	cc, err := newCommit(c)
+	if err != nil {
+		return RefFiles{}, err
+	}
+	rf := RefFiles{Ref: ref.Name().String(), Commit: cc}
+	var parent *object.Commit
+	if len(c.ParentHashes) > 0 {
+		parent, err = object.GetCommit(st, c.ParentHashes[0])
+		if errors.Is(err, plumbing.ErrObjectNotFound) {
+			parent = nil // beyond a shallow boundary: compare with nothing
+		} else if err != nil {
+			return RefFiles{}, fmt.Errorf("parent of %s: %w", c.Hash, err)
+		}
+	}
+	if rf.Changed, err = changedBetween(ctx, parent, c); err != nil {
+		return RefFiles{}, err
+	}
+	if file != "" {
+		tree, err := c.Tree()
+		if err != nil {
+			return RefFiles{}, err
+		}
+		entry, err := tree.FindEntry(file)
+		if errors.Is(err, object.ErrEntryNotFound) || errors.Is(err, object.ErrDirectoryNotFound) {
+			return rf, nil
+		}
+		if err != nil {
+			return RefFiles{}, err
+		}
+		if !entry.Mode.IsFile() {
+			return rf, nil
+		}
+		if rf.File, err = readBlob(st, entry.Hash, limit); err != nil {
+			return RefFiles{}, fmt.Errorf("%s: %w", file, err)
+		}
+		rf.FileFound = true
+	}
+	return rf, nil
+}

@@ -1,0 +1,326 @@
+package gitrepo_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"crypto/rsa"
+	"encoding/pem"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/ProtonMail/go-crypto/openpgp"
+	"github.com/ProtonMail/go-crypto/openpgp/armor"
+	"github.com/ProtonMail/go-crypto/openpgp/packet"
+	"golang.org/x/crypto/ssh"
+
+	"github.com/flotilla-gitops/flotilla/pkg/gitrepo"
+)
+
+type testKey struct {
+	private []byte // what ParseSigningKey takes
+	public  []byte // what ParseKeyRing takes
+}
+
+func sshKey(t testing.TB, kind, comment string) testKey {
+	t.Helper()
+	var priv any
+	switch kind {
+	case "ed25519":
+		_, k, err := ed25519.GenerateKey(rand.Reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		priv = k
+	case "rsa":
+		k, err := rsa.GenerateKey(rand.Reader, 2048)
+		if err != nil {
+			t.Fatal(err)
+		}
+		priv = k
+	}
+	block, err := ssh.MarshalPrivateKey(priv, comment)
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer, err := ssh.NewSignerFromKey(priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub := bytes.TrimSpace(ssh.MarshalAuthorizedKey(signer.PublicKey()))
+	return testKey{private: pem.EncodeToMemory(block), public: append(append(pub, ' '), comment...)}
+}
+
+func pgpKey(t testing.TB, name string) testKey {
+	t.Helper()
+	e, err := openpgp.NewEntity(name, "", name+"@flotilla.invalid", &packet.Config{Algorithm: packet.PubKeyAlgoEdDSA})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var priv, pub bytes.Buffer
+	w, _ := armor.Encode(&priv, openpgp.PrivateKeyType, nil)
+	if err := e.SerializePrivate(w, nil); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	w, _ = armor.Encode(&pub, openpgp.PublicKeyType, nil)
+	if err := e.Serialize(w); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	return testKey{private: priv.Bytes(), public: pub.Bytes()}
+}
+
+// signedCommit pushes one signed commit into a new local bare repository
+// and returns the repository and the commit.
+func signedCommit(t *testing.T, signer gitrepo.Signer) (string, gitrepo.Commit) {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "r.git")
+	git(t, "", "init", "-q", "--bare", dir)
+	res, err := gitrepo.PushFiles(context.Background(), dir, "refs/heads/main", map[string][]byte{"status.yaml": []byte("ok\n")},
+		"signed status", agent("member1"), gitrepo.PushOptions{Signer: signer})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := gitrepo.ReadCommit(dir, res.Hash)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir, c
+}
+
+func TestSignAndVerify(t *testing.T) {
+	keys := map[string]testKey{
+		"ssh-ed25519": sshKey(t, "ed25519", "member1@fleet"),
+		"ssh-rsa":     sshKey(t, "rsa", "member2@fleet"),
+		"openpgp":     pgpKey(t, "member3"),
+	}
+	others := map[string]testKey{
+		"ssh-ed25519": sshKey(t, "ed25519", "other"),
+		"ssh-rsa":     sshKey(t, "ed25519", "other"),
+		"openpgp":     pgpKey(t, "other"),
+	}
+	for kind, key := range keys {
+		t.Run(kind, func(t *testing.T) {
+			signer, err := gitrepo.ParseSigningKey(key.private, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, commit := signedCommit(t, signer)
+			wantHeader := "-----BEGIN SSH SIGNATURE-----"
+			if kind == "openpgp" {
+				wantHeader = "-----BEGIN PGP SIGNATURE-----"
+			}
+			if !strings.HasPrefix(commit.RawSignature, wantHeader) {
+				t.Fatalf("signature = %q", commit.RawSignature)
+			}
+			for _, tc := range []struct {
+				name string
+				ring map[string][]byte
+				want error
+			}{
+				{"trusted", map[string][]byte{"k": key.public, "o": others[kind].public}, nil},
+				{"other key only", map[string][]byte{"o": others[kind].public}, gitrepo.ErrUntrustedSigner},
+				{"no keys", nil, gitrepo.ErrUntrustedSigner},
+			} {
+				ring, err := gitrepo.ParseKeyRing(tc.ring)
+				if err != nil {
+					t.Fatal(err)
+				}
+				v, err := commit.Verify(ring)
+				if !errors.Is(err, tc.want) {
+					t.Fatalf("%s: Verify = %+v, %v; want %v", tc.name, v, err, tc.want)
+				}
+				if tc.want == nil && (v.Fingerprint == "" || v.Identity == "" || (v.Format == "ssh") == (kind == "openpgp")) {
+					t.Fatalf("%s: verification = %+v", tc.name, v)
+				}
+			}
+		})
+	}
+}
+
+func TestVerifyDetectsTampering(t *testing.T) {
+	key := sshKey(t, "ed25519", "member1")
+	signer, _ := gitrepo.ParseSigningKey(key.private, nil)
+	payload := []byte("tree 4b825dc642cb6eb9a060e54bf8d69288fbee4904\nauthor a <a@b> 1 +0000\ncommitter a <a@b> 1 +0000\n\nmsg\n")
+	sig, err := signer.Sign(bytes.NewReader(payload))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ring, _ := gitrepo.ParseKeyRing(map[string][]byte{"k": key.public})
+	if _, err := ring.Verify(payload, string(sig)); err != nil {
+		t.Fatalf("untampered: %v", err)
+	}
+	tampered := bytes.Replace(payload, []byte("msg"), []byte("evil"), 1)
+	if _, err := ring.Verify(tampered, string(sig)); !errors.Is(err, gitrepo.ErrBadSignature) {
+		t.Fatalf("tampered payload: %v, want ErrBadSignature", err)
+	}
+	broken := strings.Replace(string(sig), "A", "B", 3)
+	if _, err := ring.Verify(payload, broken); !errors.Is(err, gitrepo.ErrBadSignature) && !errors.Is(err, gitrepo.ErrUntrustedSigner) {
+		t.Fatalf("corrupted signature: %v", err)
+	}
+	if _, err := ring.Verify(payload, "-----BEGIN SOMETHING-----\n"); !errors.Is(err, gitrepo.ErrBadSignature) {
+		t.Fatalf("unknown format: %v", err)
+	}
+
+	pk := pgpKey(t, "p")
+	psigner, _ := gitrepo.ParseSigningKey(pk.private, nil)
+	psig, _ := psigner.Sign(bytes.NewReader(payload))
+	pring, _ := gitrepo.ParseKeyRing(map[string][]byte{"p": pk.public})
+	if _, err := pring.Verify(tampered, string(psig)); !errors.Is(err, gitrepo.ErrBadSignature) {
+		t.Fatalf("tampered OpenPGP payload: %v, want ErrBadSignature", err)
+	}
+}
+
+func TestSSHSignaturesInteroperateWithGit(t *testing.T) {
+	if _, err := exec.LookPath("ssh-keygen"); err != nil {
+		t.Skip("ssh-keygen not installed")
+	}
+	key := sshKey(t, "ed25519", "member1@fleet")
+	keyDir := t.TempDir()
+	keyFile := filepath.Join(keyDir, "id")
+	os.WriteFile(keyFile, key.private, 0o600)
+	allowed := filepath.Join(keyDir, "allowed_signers")
+	// allowed_signers: principal, then the key.
+	os.WriteFile(allowed, append([]byte("member1@fleet "), key.public...), 0o644)
+	sshCfg := []string{"-c", "gpg.format=ssh", "-c", "gpg.ssh.allowedSignersFile=" + allowed}
+
+	// Ours → git.
+	signer, err := gitrepo.ParseSigningKey(key.private, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, commit := signedCommit(t, signer)
+	if out, err := gitErr(t, "", append(append([]string{"--git-dir=" + dir}, sshCfg...), "verify-commit", commit.Hash)...); err != nil {
+		t.Fatalf("git verify-commit of our signature: %v: %s", err, out)
+	}
+
+	// git → ours, with the allowed_signers file as the trusted keys.
+	work := t.TempDir()
+	git(t, work, "init", "-q", "-b", "main")
+	os.WriteFile(filepath.Join(work, "f"), []byte("x"), 0o644)
+	git(t, work, "add", "f")
+	git(t, work, append(sshCfg, "-c", "user.signingkey="+keyFile, "commit", "-q", "-S", "-m", "signed by git")...)
+	gc, err := gitrepo.ReadCommit(work, "HEAD")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ring, err := gitrepo.LoadKeyRing(keyDir + "/trusted")
+	if err == nil {
+		t.Fatal("LoadKeyRing of a missing dir succeeded")
+	}
+	trusted := filepath.Join(keyDir, "trusted")
+	os.Mkdir(trusted, 0o755)
+	os.WriteFile(filepath.Join(trusted, "allowed_signers"), append([]byte("member1@fleet "), key.public...), 0o644)
+	if ring, err = gitrepo.LoadKeyRing(trusted); err != nil {
+		t.Fatal(err)
+	}
+	v, err := gc.Verify(ring)
+	if err != nil || v.Format != "ssh" || v.Identity != "member1@fleet" || !strings.HasPrefix(v.Fingerprint, "SHA256:") {
+		t.Fatalf("verify git's signature = %+v, %v", v, err)
+	}
+}
+
+func TestOpenPGPSignaturesInteroperateWithGit(t *testing.T) {
+	if _, err := exec.LookPath("gpg"); err != nil {
+		t.Skip("gpg not installed")
+	}
+	key := pgpKey(t, "member1")
+	gnupg, err := os.MkdirTemp("", "gpg") // short: gpg's socket paths are limited
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(gnupg)
+	os.WriteFile(filepath.Join(gnupg, "pub.asc"), key.public, 0o644)
+	t.Setenv("GNUPGHOME", gnupg)
+	defer exec.Command("gpgconf", "--kill", "all").Run()
+	if out, err := exec.Command("gpg", "--batch", "--quiet", "--import", filepath.Join(gnupg, "pub.asc")).CombinedOutput(); err != nil {
+		t.Fatalf("gpg import: %v: %s", err, out)
+	}
+	signer, err := gitrepo.ParseSigningKey(key.private, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, commit := signedCommit(t, signer)
+	if out, err := gitErr(t, "", "--git-dir="+dir, "verify-commit", commit.Hash); err != nil {
+		t.Fatalf("git verify-commit of our OpenPGP signature: %v: %s", err, out)
+	}
+}
+
+func TestLoadKeyRingFromSecretVolume(t *testing.T) {
+	// A Secret volume: files are symlinks into a ..data directory.
+	dir := t.TempDir()
+	data := filepath.Join(dir, "..2026_01_01")
+	os.Mkdir(data, 0o755)
+	a, b := sshKey(t, "ed25519", "a"), pgpKey(t, "b")
+	os.WriteFile(filepath.Join(data, "a.pub"), a.public, 0o644)
+	os.WriteFile(filepath.Join(data, "b.asc"), b.public, 0o644)
+	os.Symlink(filepath.Base(data), filepath.Join(dir, "..data"))
+	os.Symlink("..data/a.pub", filepath.Join(dir, "a.pub"))
+	os.Symlink("..data/b.asc", filepath.Join(dir, "b.asc"))
+	ring, err := gitrepo.LoadKeyRing(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ring.Len() != 2 {
+		t.Fatalf("ring has %d keys, want 2", ring.Len())
+	}
+	if _, err := gitrepo.ParseKeyRing(map[string][]byte{"bad": []byte("not a key\n")}); err == nil {
+		t.Fatal("garbage accepted as a key")
+	}
+}
+
+func TestParseSigningKey(t *testing.T) {
+	if _, err := gitrepo.ParseSigningKey([]byte("garbage"), nil); err == nil {
+		t.Fatal("garbage accepted")
+	}
+	// An encrypted OpenSSH key needs its passphrase.
+	_, k, _ := ed25519.GenerateKey(rand.Reader)
+	block, err := ssh.MarshalPrivateKeyWithPassphrase(k, "c", []byte("pw"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	enc := pem.EncodeToMemory(block)
+	if _, err := gitrepo.ParseSigningKey(enc, nil); err == nil {
+		t.Fatal("encrypted key parsed without passphrase")
+	}
+	if _, err := gitrepo.ParseSigningKey(enc, []byte("pw")); err != nil {
+		t.Fatalf("encrypted key with passphrase: %v", err)
+	}
+}
+
+func FuzzVerifySignature(f *testing.F) {
+	key := sshKey(f, "ed25519", "k")
+	signer, _ := gitrepo.ParseSigningKey(key.private, nil)
+	sig, _ := signer.Sign(strings.NewReader("payload"))
+	ring, _ := gitrepo.ParseKeyRing(map[string][]byte{"k": key.public})
+	f.Add(string(sig))
+	f.Add("-----BEGIN SSH SIGNATURE-----\nU1NIU0lHAAAAAQ==\n-----END SSH SIGNATURE-----\n")
+	f.Add("-----BEGIN PGP SIGNATURE-----\n\nwnUEABYKAB0WIQQ=\n-----END PGP SIGNATURE-----\n")
+	f.Fuzz(func(t *testing.T, s string) {
+		v, err := ring.Verify([]byte("payload"), s)
+		if err == nil && (v.Format != "ssh" || v.Fingerprint == "") {
+			t.Fatalf("verified without saying by what: %+v", v)
+		}
+		if err != nil && !errors.Is(err, gitrepo.ErrBadSignature) && !errors.Is(err, gitrepo.ErrUntrustedSigner) && !errors.Is(err, gitrepo.ErrUnsigned) {
+			t.Fatalf("unclassified error: %v", err)
+		}
+	})
+}
+
+func FuzzParseKeyRing(f *testing.F) {
+	f.Add([]byte(sshKey(f, "ed25519", "k").public))
+	f.Add([]byte("principal@x ssh-ed25519 AAAA\n# comment\n"))
+	f.Add(pgpKey(f, "p").public)
+	f.Fuzz(func(t *testing.T, b []byte) {
+		ring, err := gitrepo.ParseKeyRing(map[string][]byte{"f": b})
+		if err == nil && ring.Len() == 0 {
+			t.Fatal("no error and no keys")
+		}
+	})
+}

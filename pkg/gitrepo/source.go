@@ -1,0 +1,599 @@
+package gitrepo
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-git/go-billy/v5/osfs"
+	git "github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/config"
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/cache"
+	"github.com/go-git/go-git/v5/plumbing/filemode"
+	"github.com/go-git/go-git/v5/plumbing/format/packfile"
+	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/go-git/go-git/v5/plumbing/storer"
+	"github.com/go-git/go-git/v5/storage/filesystem"
+)
+
+// Source keeps a local checkout of one branch of a remote, for the agent.
+// Set the exported fields, then call Sync; do not change them afterwards.
+// Methods are safe for concurrent use (they serialise).
+//
+// Cache layout under CacheDir: repo/ (a bare, shallow object store),
+// checkouts/<hash>/ (immutable exported trees), state.json (the last good
+// checkout, so a restarted agent has it even while the remote is down).
+type Source struct {
+	URL      string
+	Branch   string // "main" when empty
+	Auth     Auth
+	CacheDir string
+	Timeout  time.Duration // per network operation; DefaultTimeout when zero
+	// Paths limits checkouts to these slash-separated subtrees of the
+	// repository (e.g. "rendered/member1", "charts"); all when empty.
+	Paths []string
+	// KeepCheckouts is how many checkouts stay on disk, newest first
+	// (default 2): a Result's Dir remains valid until that many newer
+	// checkouts were made.
+	KeepCheckouts int
+
+	mu     sync.Mutex
+	loaded bool
+	last   *Result
+}
+
+// Result is the outcome of a Sync.
+type Result struct {
+	// Revision is "<branch>@sha1:<hash>", the form Flux uses.
+	Revision string
+	Hash     string
+	// Dir holds the commit's tree (or its Paths) on disk; it survives
+	// restarts and is never modified once written.
+	Dir        string
+	CommitTime time.Time
+	// Changed: Hash differs from the previous good sync's (also across
+	// restarts). Fetched: a pack was downloaded; false when ls-remote showed
+	// the cached head was current.
+	Changed bool
+	Fetched bool
+}
+
+type sourceState struct {
+	URL        string    `json:"url"` // redacted
+	Branch     string    `json:"branch"`
+	Paths      []string  `json:"paths,omitempty"`
+	Hash       string    `json:"hash"`
+	CommitTime time.Time `json:"commitTime"`
+	Recent     []string  `json:"recent"` // checkout keys, newest first
+}
+
+func (s *Source) branch() string {
+	if s.Branch == "" {
+		return "main"
+	}
+	return s.Branch
+}
+
+func (s *Source) branchRef() plumbing.ReferenceName {
+	return plumbing.NewBranchReferenceName(s.branch())
+}
+
+func (s *Source) repoDir() string      { return filepath.Join(s.CacheDir, "repo") }
+func (s *Source) checkoutsDir() string { return filepath.Join(s.CacheDir, "checkouts") }
+func (s *Source) statePath() string    { return filepath.Join(s.CacheDir, "state.json") }
+
+// checkoutKey names the checkout of hash; Paths are part of it, since a
+// different selection is a different directory content.
+func (s *Source) checkoutKey(hash string) string {
+	if len(s.Paths) == 0 {
+		return hash
+	}
+	sum := sha256.Sum256([]byte(strings.Join(s.Paths, "\x00")))
+	return hash + "-" + hex.EncodeToString(sum[:4])
+}
+
+func (s *Source) revision(hash string) string { return s.branch() + "@sha1:" + hash }
+
+func (s *Source) validate() error {
+	if s.CacheDir == "" {
+		return errors.New("gitrepo: Source.CacheDir is required")
+	}
+	if s.URL == "" {
+		return errors.New("gitrepo: Source.URL is required")
+	}
+	if err := s.branchRef().Validate(); err != nil {
+		return fmt.Errorf("gitrepo: branch %q: %w", s.Branch, err)
+	}
+	return nil
+}
+
+// LastGood returns the last successful Sync's result, also one made by a
+// previous process on the same CacheDir; ok is false when there is none.
+// It never touches the network. Its Changed and Fetched are false.
+func (s *Source) LastGood() (Result, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.validate(); err != nil {
+		return Result{}, false
+	}
+	s.load()
+	if s.last == nil {
+		return Result{}, false
+	}
+	r := *s.last
+	r.Changed, r.Fetched = false, false
+	return r, true
+}
+
+// load reads state.json once and keeps it when it matches this Source's
+// URL, branch and paths and its checkout is still on disk.
+func (s *Source) load() {
+	if s.loaded {
+		return
+	}
+	s.loaded = true
+	st, err := s.readState()
+	if err != nil || st.URL != redactURL(s.URL) || st.Branch != s.branch() || strings.Join(st.Paths, "\x00") != strings.Join(s.Paths, "\x00") {
+		return
+	}
+	dir := filepath.Join(s.checkoutsDir(), s.checkoutKey(st.Hash))
+	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+		return
+	}
+	s.last = &Result{Revision: s.revision(st.Hash), Hash: st.Hash, Dir: dir, CommitTime: st.CommitTime}
+}
+
+func (s *Source) readState() (sourceState, error) {
+	var st sourceState
+	b, err := os.ReadFile(s.statePath())
+	if err != nil {
+		return st, err
+	}
+	err = json.Unmarshal(b, &st)
+	return st, err
+}
+
+func (s *Source) writeState(st sourceState) error {
+	b, err := json.MarshalIndent(st, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp := s.statePath() + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, s.statePath())
+}
+
+// Sync brings the checkout up to date with the remote branch head. It first
+// lists the remote refs (ls-remote); when the head is the one already
+// checked out, nothing is fetched. Otherwise it fetches the branch alone,
+// depth 1, into the cache and exports the tree to a new checkout
+// directory. A cache that fails to open, fetch into or read is discarded and
+// cloned again. When the remote is unreachable the error is ErrUnreachable
+// and LastGood still returns the previous checkout.
+func (s *Source) Sync(ctx context.Context) (Result, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.validate(); err != nil {
+		return Result{}, err
+	}
+	s.load()
+	ep, err := s.Auth.endpoint(s.URL, timeoutOr(s.Timeout))
+	if err != nil {
+		return Result{}, err
+	}
+	refs, err := listRefs(ctx, ep, s.Timeout)
+	if err != nil {
+		return Result{}, err
+	}
+	remote, ok := refs[s.branchRef().String()]
+	if !ok {
+		return Result{}, fmt.Errorf("ls-remote %s: %w: branch %s", ep.redacted, ErrRefNotFound, s.branch())
+	}
+	if s.last != nil && s.last.Hash == remote.String() && s.cached(remote) {
+		return *s.last, nil
+	}
+
+	res, err := s.fetchAndCheckout(ctx, ep, remote)
+	if err != nil && !isTransportError(err) && !errors.Is(err, ErrUnsafePath) && ctx.Err() == nil {
+		// A local failure: the cache is damaged. Start from scratch once.
+		if rmErr := os.RemoveAll(s.repoDir()); rmErr != nil {
+			return Result{}, errors.Join(err, rmErr)
+		}
+		res, err = s.fetchAndCheckout(ctx, ep, remote)
+	}
+	if err != nil {
+		return Result{}, err
+	}
+	res.Changed = s.last == nil || s.last.Hash != res.Hash
+	last := res
+	last.Changed, last.Fetched = false, false
+	s.last = &last
+	return res, nil
+}
+
+// cached reports whether the checkout of the last good sync is on disk and
+// its commit is in the object store (Commit and CommitsBetween need it).
+func (s *Source) cached(h plumbing.Hash) bool {
+	if _, err := os.Stat(s.last.Dir); err != nil {
+		return false
+	}
+	repo, err := openCache(s.repoDir())
+	if err != nil {
+		return false
+	}
+	_, err = repo.CommitObject(h)
+	return err == nil
+}
+
+func (s *Source) fetchAndCheckout(ctx context.Context, ep *endpoint, want plumbing.Hash) (Result, error) {
+	repo, err := openCache(s.repoDir())
+	if err != nil {
+		return Result{}, err
+	}
+	fetched := false
+	if _, err := repo.CommitObject(want); err != nil {
+		specs := []config.RefSpec{config.RefSpec("+" + s.branchRef().String() + ":" + s.branchRef().String())}
+		if err := fetchInto(ctx, repo.Storer, ep, s.Timeout, specs, s.fetchDepth(repo)); err != nil {
+			return Result{}, err
+		}
+		fetched = true
+	} else if err := repo.Storer.SetReference(plumbing.NewHashReference(s.branchRef(), want)); err != nil {
+		return Result{}, err
+	}
+	ref, err := repo.Reference(s.branchRef(), true)
+	if err != nil {
+		return Result{}, fmt.Errorf("cache: %w", err)
+	}
+	commit, err := repo.CommitObject(ref.Hash())
+	if err != nil {
+		return Result{}, fmt.Errorf("cache: %w", err)
+	}
+	dir, err := s.checkout(ctx, repo, commit)
+	if err != nil {
+		return Result{}, err
+	}
+	hash := commit.Hash.String()
+	st, _ := s.readState()
+	recent := []string{s.checkoutKey(hash)}
+	for _, k := range st.Recent {
+		if k != recent[0] {
+			recent = append(recent, k)
+		}
+	}
+	keep := s.KeepCheckouts
+	if keep < 1 {
+		keep = 2
+	}
+	if len(recent) > keep {
+		recent = recent[:keep]
+	}
+	if err := s.writeState(sourceState{
+		URL: redactURL(s.URL), Branch: s.branch(), Paths: s.Paths,
+		Hash: hash, CommitTime: commit.Committer.When, Recent: recent,
+	}); err != nil {
+		return Result{}, err
+	}
+	s.gcCheckouts(recent)
+	if fetched {
+		// Each fetch leaves a pack holding the previous objects too; repack
+		// only what the head needs once they pile up.
+		// Not fatal when it fails: the checkout is done, and a damaged
+		// cache is cloned again by the next Sync.
+		_ = compactIfNeeded(s.repoDir(), repo, s.branchRef(), commit)
+	}
+	return Result{
+		Revision:   s.revision(hash),
+		Hash:       hash,
+		Dir:        dir,
+		CommitTime: commit.Committer.When,
+		Fetched:    fetched,
+	}, nil
+}
+
+// fetchDepth is 1 for a cold cache. With a previous head in the cache it
+// is 0 (no deepen): the server then sends only what is new since that head,
+// where a depth-1 fetch would send the whole tree again (upload-pack
+// ignores the haves when deepening). The branch is expected to only move
+// forward (main is protected); after a rewrite, the new history is fetched
+// once, and compaction trims the cache again.
+func (s *Source) fetchDepth(repo *git.Repository) int {
+	ref, err := repo.Reference(s.branchRef(), true)
+	if err != nil {
+		return 1
+	}
+	if _, err := repo.CommitObject(ref.Hash()); err != nil {
+		return 1
+	}
+	return 0
+}
+
+// checkout exports commit's tree into checkouts/<key>, atomically: a crash
+// leaves only a temporary directory, removed by the next gc.
+func (s *Source) checkout(ctx context.Context, repo *git.Repository, commit *object.Commit) (string, error) {
+	dir := filepath.Join(s.checkoutsDir(), s.checkoutKey(commit.Hash.String()))
+	if fi, err := os.Stat(dir); err == nil && fi.IsDir() {
+		return dir, nil
+	}
+	filter, err := newPathFilter(s.Paths)
+	if err != nil {
+		return "", err
+	}
+	tree, err := commit.Tree()
+	if err != nil {
+		return "", fmt.Errorf("cache: tree of %s: %w", commit.Hash, err)
+	}
+	if err := os.MkdirAll(s.checkoutsDir(), 0o755); err != nil {
+		return "", err
+	}
+	var rnd [4]byte
+	_, _ = rand.Read(rnd[:])
+	tmp := filepath.Join(s.checkoutsDir(), ".tmp-"+hex.EncodeToString(rnd[:]))
+	if err := os.Mkdir(tmp, 0o755); err != nil {
+		return "", err
+	}
+	if err := writeTree(ctx, repo.Storer, tree, tmp, filter); err != nil {
+		os.RemoveAll(tmp)
+		return "", fmt.Errorf("checkout %s: %w", commit.Hash, err)
+	}
+	if err := os.Rename(tmp, dir); err != nil {
+		os.RemoveAll(tmp)
+		return "", err
+	}
+	return dir, nil
+}
+
+func (s *Source) gcCheckouts(keep []string) {
+	entries, err := os.ReadDir(s.checkoutsDir())
+	if err != nil {
+		return
+	}
+	keepSet := map[string]bool{}
+	for _, k := range keep {
+		keepSet[k] = true
+	}
+	for _, e := range entries {
+		if !keepSet[e.Name()] {
+			os.RemoveAll(filepath.Join(s.checkoutsDir(), e.Name()))
+		}
+	}
+}
+
+// Commit reads a commit from the cache (e.g. a Result's Hash, to verify its
+// signature). No network.
+func (s *Source) Commit(hash string) (Commit, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	repo, err := openCache(s.repoDir())
+	if err != nil {
+		return Commit{}, err
+	}
+	c, err := repo.CommitObject(plumbing.NewHash(hash))
+	if err != nil {
+		return Commit{}, fmt.Errorf("commit %s: %w: %w", hash, ErrRevisionNotFound, err)
+	}
+	return newCommit(c)
+}
+
+// CommitsBetween returns the commits reachable from to but not from from
+// (git rev-list from..to), newest first, deepening the shallow cache by
+// fetching more history of the branch as needed. from == to gives none. If
+// from is not an ancestor of to (rewritten history) the error is
+// ErrNotAncestor. Where the shallow history cannot prove a commit is an
+// ancestor of from it is included, so the answer errs on checking more.
+func (s *Source) CommitsBetween(ctx context.Context, from, to string) ([]Commit, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.validate(); err != nil {
+		return nil, err
+	}
+	repo, err := openCache(s.repoDir())
+	if err != nil {
+		return nil, err
+	}
+	fromH, toH := plumbing.NewHash(from), plumbing.NewHash(to)
+	if fromH == toH {
+		return nil, nil
+	}
+	var ep *endpoint
+	for _, depth := range []int{0, 16, 128, 1024, 16384, 1 << 30} {
+		if depth > 0 {
+			if ep == nil {
+				if ep, err = s.Auth.endpoint(s.URL, timeoutOr(s.Timeout)); err != nil {
+					return nil, err
+				}
+			}
+			specs := []config.RefSpec{config.RefSpec("+" + s.branchRef().String() + ":" + s.branchRef().String())}
+			if err := fetchInto(ctx, repo.Storer, ep, s.Timeout, specs, depth); err != nil {
+				return nil, err
+			}
+		}
+		commits, complete, err := rangeLocal(ctx, repo.Storer, fromH, toH)
+		if err != nil {
+			return nil, err
+		}
+		if complete {
+			return commits, nil
+		}
+	}
+	return nil, fmt.Errorf("%w: %s not found in the history of %s", ErrNotAncestor, from, to)
+}
+
+// rangeLocal computes from..to in st. complete is false when a shallow
+// boundary (a missing parent) was hit before the answer was certain.
+func rangeLocal(ctx context.Context, st storer.EncodedObjectStorer, from, to plumbing.Hash) ([]Commit, bool, error) {
+	if _, err := object.GetCommit(st, to); err != nil {
+		return nil, false, fmt.Errorf("commit %s: %w: %w", to, ErrRevisionNotFound, err)
+	}
+	// Ancestors of from present locally.
+	excluded := map[plumbing.Hash]bool{}
+	if _, err := object.GetCommit(st, from); err != nil {
+		return nil, false, nil // from is beyond the shallow boundary
+	}
+	stack := []plumbing.Hash{from}
+	for len(stack) > 0 {
+		h := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		if excluded[h] {
+			continue
+		}
+		c, err := object.GetCommit(st, h)
+		if err != nil {
+			continue // shallow boundary on from's side: include more, not less
+		}
+		excluded[h] = true
+		stack = append(stack, c.ParentHashes...)
+	}
+	var out []Commit
+	seen := map[plumbing.Hash]bool{}
+	queue := []plumbing.Hash{to}
+	metFrom := false
+	for len(queue) > 0 {
+		if err := ctx.Err(); err != nil {
+			return nil, false, err
+		}
+		h := queue[0]
+		queue = queue[1:]
+		if seen[h] {
+			continue
+		}
+		seen[h] = true
+		if excluded[h] {
+			metFrom = true
+			continue
+		}
+		c, err := object.GetCommit(st, h)
+		if errors.Is(err, plumbing.ErrObjectNotFound) {
+			return nil, false, nil
+		}
+		if err != nil {
+			return nil, false, err
+		}
+		cc, err := newCommit(c)
+		if err != nil {
+			return nil, false, err
+		}
+		out = append(out, cc)
+		queue = append(queue, c.ParentHashes...)
+	}
+	if !metFrom {
+		return nil, true, fmt.Errorf("%w: %s is not an ancestor of %s", ErrNotAncestor, from, to)
+	}
+	return out, true, nil
+}
+
+// openCache opens (or creates) the bare object store of a cache. Its
+// filesystem is BoundOS, so nothing the remote sends can write outside it.
+func openCache(dir string) (*git.Repository, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	st := filesystem.NewStorage(osfs.New(dir, osfs.WithBoundOS()), cache.NewObjectLRUDefault())
+	r, err := git.Open(st, nil)
+	if errors.Is(err, git.ErrRepositoryNotExists) {
+		r, err = git.Init(st, nil)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("cache %s: %w", dir, err)
+	}
+	return r, nil
+}
+
+// maxPacks is how many packs a cache collects before it is compacted.
+var maxPacks = 8
+
+// compactIfNeeded rewrites the cache to one pack holding only what commit
+// needs, once fetches have piled up packs full of superseded objects. The
+// new store is built beside the old one and swapped in by rename.
+func compactIfNeeded(dir string, repo *git.Repository, ref plumbing.ReferenceName, commit *object.Commit) error {
+	packs, _ := filepath.Glob(filepath.Join(dir, "objects", "pack", "*.pack"))
+	if len(packs) <= maxPacks {
+		return nil
+	}
+	next := dir + ".compact"
+	if err := os.RemoveAll(next); err != nil {
+		return err
+	}
+	nr, err := openCache(next)
+	if err != nil {
+		return err
+	}
+	hashes := []plumbing.Hash{commit.Hash}
+	tree, err := commit.Tree()
+	if err != nil {
+		return err
+	}
+	seen := map[plumbing.Hash]bool{}
+	var walk func(t *object.Tree) error
+	walk = func(t *object.Tree) error {
+		if seen[t.Hash] {
+			return nil
+		}
+		seen[t.Hash] = true
+		hashes = append(hashes, t.Hash)
+		for _, e := range t.Entries {
+			switch {
+			case e.Mode == filemode.Dir:
+				sub, err := object.GetTree(repo.Storer, e.Hash)
+				if err != nil {
+					return err
+				}
+				if err := walk(sub); err != nil {
+					return err
+				}
+			case e.Mode.IsFile() && !seen[e.Hash]:
+				seen[e.Hash] = true
+				hashes = append(hashes, e.Hash)
+			}
+		}
+		return nil
+	}
+	if err := walk(tree); err != nil {
+		return err
+	}
+	pw, ok := nr.Storer.(storer.PackfileWriter)
+	if !ok {
+		return errors.New("cache storage cannot write packs")
+	}
+	w, err := pw.PackfileWriter()
+	if err != nil {
+		return err
+	}
+	if _, err := packfile.NewEncoder(w, repo.Storer, false).Encode(hashes, 0); err != nil {
+		w.Close()
+		return err
+	}
+	if err := w.Close(); err != nil {
+		return err
+	}
+	if err := nr.Storer.SetReference(plumbing.NewHashReference(ref, commit.Hash)); err != nil {
+		return err
+	}
+	if len(commit.ParentHashes) > 0 {
+		if err := nr.Storer.SetShallow([]plumbing.Hash{commit.Hash}); err != nil {
+			return err
+		}
+	}
+	old := dir + ".old"
+	if err := os.RemoveAll(old); err != nil {
+		return err
+	}
+	if err := os.Rename(dir, old); err != nil {
+		return err
+	}
+	if err := os.Rename(next, dir); err != nil {
+		return err
+	}
+	return os.RemoveAll(old)
+}

@@ -1,0 +1,326 @@
+package plan_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/flotilla-gitops/flotilla/pkg/fleet"
+	"github.com/flotilla-gitops/flotilla/pkg/plan"
+	"github.com/flotilla-gitops/flotilla/pkg/slice"
+)
+
+// A small fleet: c1 and c2 in fleet "a", c3 in fleet "b"; "web" (plain
+// manifests) runs on fleet a, "chart" (an in-repo Helm chart that prints
+// .Capabilities.KubeVersion) everywhere.
+var smallFleet = map[string]string{
+	"clusters/c1.yaml": "apiVersion: flotilla.dev/v1alpha1\nkind: Cluster\nmetadata:\n  name: c1\n  labels: {env: a}\nspec:\n  kubernetesVersion: v1.30.1\n",
+	"clusters/c2.yaml": "apiVersion: flotilla.dev/v1alpha1\nkind: Cluster\nmetadata:\n  name: c2\n  labels: {env: a}\n",
+	"clusters/c3.yaml": "apiVersion: flotilla.dev/v1alpha1\nkind: Cluster\nmetadata:\n  name: c3\n  labels: {env: b}\n",
+	"fleets/a.yaml":    "apiVersion: flotilla.dev/v1alpha1\nkind: Fleet\nmetadata:\n  name: a\nspec:\n  selector:\n    matchLabels: {env: a}\n",
+	"fleets/b.yaml":    "apiVersion: flotilla.dev/v1alpha1\nkind: Fleet\nmetadata:\n  name: b\nspec:\n  selector:\n    matchLabels: {env: b}\n",
+	"apps/web/app.yaml": `apiVersion: flotilla.dev/v1alpha1
+kind: Application
+metadata:
+  name: web
+spec:
+  source:
+    manifests:
+      path: manifests
+  namespace: web
+  syncPolicies:
+    - name: a
+      destination:
+        fleet: a
+`,
+	"apps/web/manifests/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: web\ndata:\n  color: blue\n",
+	"apps/chart/app.yaml": `apiVersion: flotilla.dev/v1alpha1
+kind: Application
+metadata:
+  name: chart
+spec:
+  source:
+    helm:
+      path: chart
+  namespace: tools
+  syncPolicies:
+    - name: all
+      destination:
+        selector:
+          matchExpressions:
+            - {key: env, operator: Exists}
+`,
+	"apps/chart/chart/Chart.yaml":               "apiVersion: v2\nname: chart\nversion: 1.0.0\n",
+	"apps/chart/chart/templates/configmap.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: caps\ndata:\n  kube: {{ .Capabilities.KubeVersion.Version | quote }}\n",
+}
+
+type testRepo struct {
+	t   *testing.T
+	dir string
+}
+
+func newTestRepo(t *testing.T, files map[string]string) *testRepo {
+	t.Helper()
+	r := &testRepo{t: t, dir: t.TempDir()}
+	r.git("init", "-q", "-b", "main")
+	r.write(files)
+	r.render()
+	r.commit("base")
+	r.git("checkout", "-q", "-b", "change") // main stays the base
+	return r
+}
+
+func (r *testRepo) git(args ...string) string {
+	r.t.Helper()
+	cmd := exec.Command("git", append([]string{"-c", "user.name=t", "-c", "user.email=t@example.com"}, args...)...)
+	cmd.Dir = r.dir
+	cmd.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		r.t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// write writes files ("" deletes).
+func (r *testRepo) write(files map[string]string) {
+	r.t.Helper()
+	for p, c := range files {
+		full := filepath.Join(r.dir, filepath.FromSlash(p))
+		if c == "" {
+			os.RemoveAll(full)
+			continue
+		}
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			r.t.Fatal(err)
+		}
+		if err := os.WriteFile(full, []byte(c), 0o644); err != nil {
+			r.t.Fatal(err)
+		}
+	}
+}
+
+// render does what `flotilla render` does for a repo without chart
+// repositories.
+func (r *testRepo) render() {
+	r.t.Helper()
+	ctx := context.Background()
+	repo, err := fleet.Load(ctx, r.dir)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	out, err := slice.Compile(ctx, repo, slice.CompileOptions{})
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	if _, err := slice.Write(ctx, r.dir, out, slice.WriteOptions{}); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+func (r *testRepo) commit(msg string) string {
+	r.t.Helper()
+	r.git("add", "-A")
+	r.git("commit", "-q", "--allow-empty", "-m", msg)
+	return r.git("rev-parse", "HEAD")
+}
+
+func (r *testRepo) plan(opts plan.Options) *plan.Plan {
+	r.t.Helper()
+	opts.RepoDir = r.dir
+	if opts.Base == "" {
+		opts.Base = "main"
+	}
+	opts.HelmInProcess = true
+	p, err := plan.Compute(context.Background(), opts)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return p
+}
+
+func clusterNames(p *plan.Plan) string {
+	var out []string
+	for _, c := range p.Clusters {
+		out = append(out, c.Name)
+	}
+	return strings.Join(out, ",")
+}
+
+func TestNoChangeIsAnEmptyPlan(t *testing.T) {
+	r := newTestRepo(t, smallFleet)
+	p := r.plan(plan.Options{Head: "main"})
+	if !p.Empty() || p.Stats.UnitsRendered != 0 || p.Stats.UnitsCompared != 5 || len(p.Warnings) != 0 {
+		t.Errorf("plan of main against itself: %d clusters, stats %+v, warnings %q", len(p.Clusters), p.Stats, p.Warnings)
+	}
+}
+
+func TestWorkingTreeAndStaleRendered(t *testing.T) {
+	r := newTestRepo(t, smallFleet)
+	r.write(map[string]string{"apps/web/manifests/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: web\ndata:\n  color: green\n"})
+
+	// The working tree, not rendered: the change shows (compiled from the
+	// inputs), with a warning that rendered/ is stale.
+	p := r.plan(plan.Options{})
+	if p.Head.Ref != plan.WorkingTree || clusterNames(p) != "c1,c2" || p.Summary.ObjectsChanged != 2 {
+		t.Fatalf("working tree plan: head %+v, clusters %s, summary %+v", p.Head, clusterNames(p), p.Summary)
+	}
+	if len(p.Warnings) != 1 || !strings.Contains(p.Warnings[0], "rendered/ at head is stale") {
+		t.Errorf("warnings %q", p.Warnings)
+	}
+	d := p.Clusters[0].Units[0].Objects[0].Diff
+	if !strings.Contains(d, "-  color: blue\n+  color: green\n") {
+		t.Errorf("diff:\n%s", d)
+	}
+
+	// Committed without rendering: the same warning for a commit.
+	r.commit("unrendered")
+	if p := r.plan(plan.Options{Head: "HEAD"}); len(p.Warnings) != 1 || !strings.Contains(p.Warnings[0], "stale: 2 files differ") {
+		t.Errorf("warnings %q", p.Warnings)
+	}
+	// Rendered and committed: no warning; the working tree is untouched.
+	r.render()
+	r.commit("rendered")
+	if p := r.plan(plan.Options{Head: "HEAD"}); len(p.Warnings) != 0 || p.Summary.ObjectsChanged != 2 {
+		t.Errorf("warnings %q, summary %+v", p.Warnings, p.Summary)
+	}
+	if status := r.git("status", "--porcelain"); status != "" {
+		t.Errorf("plan changed the working tree:\n%s", status)
+	}
+}
+
+func TestFilters(t *testing.T) {
+	r := newTestRepo(t, smallFleet)
+	// A change for every cluster: the chart's template.
+	r.write(map[string]string{"apps/chart/chart/templates/configmap.yaml": strings.Replace(smallFleet["apps/chart/chart/templates/configmap.yaml"], "kube:", "kubernetes:", 1)})
+	for _, tc := range []struct {
+		clusters, fleets []string
+		want             string
+	}{
+		{nil, nil, "c1,c2,c3"},
+		{[]string{"c2"}, nil, "c2"},
+		{nil, []string{"b"}, "c3"},
+		{[]string{"c1"}, []string{"b"}, "c1,c3"},
+	} {
+		p := r.plan(plan.Options{Clusters: tc.clusters, Fleets: tc.fleets})
+		if got := clusterNames(p); got != tc.want {
+			t.Errorf("--cluster %v --fleet %v: clusters %s, want %s", tc.clusters, tc.fleets, got, tc.want)
+		}
+	}
+	_, err := plan.Compute(context.Background(), plan.Options{RepoDir: r.dir, Base: "main", Clusters: []string{"nope"}})
+	if !errors.Is(err, plan.ErrUnknownCluster) {
+		t.Errorf("unknown cluster: %v", err)
+	}
+	_, err = plan.Compute(context.Background(), plan.Options{RepoDir: r.dir, Base: "main", Fleets: []string{"nope"}})
+	if !errors.Is(err, plan.ErrUnknownFleet) {
+		t.Errorf("unknown fleet: %v", err)
+	}
+	_, err = plan.Compute(context.Background(), plan.Options{RepoDir: t.TempDir(), Base: "main"})
+	if !errors.Is(err, plan.ErrNotGitRepo) {
+		t.Errorf("not a repository: %v", err)
+	}
+}
+
+func TestCapabilitiesFromStatus(t *testing.T) {
+	r := newTestRepo(t, smallFleet)
+	status := func(cluster, version string) string {
+		return "apiVersion: flotilla.dev/v1alpha1\nkind: ClusterStatus\ncluster: " + cluster + "\nagent:\n  version: test\nkubernetesVersion: " + version + "\napiVersions: [v1, apps/v1]\nheartbeat: \"2025-01-01T00:00:00Z\"\n"
+	}
+	// c1 reports v1.34.2 on its status ref; c2's status commit also
+	// touches another file, so it is not believed; c3 has none.
+	r.git("checkout", "-q", "--orphan", "flotilla/status/c1")
+	r.git("rm", "-rq", "--cached", ".")
+	r.git("clean", "-fdq")
+	r.write(map[string]string{"status.yaml": status("c1", "v1.34.2")})
+	r.git("add", "status.yaml")
+	r.git("commit", "-q", "-m", "status")
+	r.git("checkout", "-q", "--orphan", "flotilla/status/c2")
+	r.write(map[string]string{"status.yaml": status("c2", "v1.20.0"), "evil.yaml": "x: 1\n"})
+	r.git("add", "status.yaml", "evil.yaml")
+	r.git("commit", "-q", "-m", "status")
+	r.git("checkout", "-q", "-f", "change")
+	r.git("clean", "-fdq")
+
+	// A change to the chart's template renders it on every cluster.
+	r.write(map[string]string{"apps/chart/chart/templates/configmap.yaml": strings.Replace(smallFleet["apps/chart/chart/templates/configmap.yaml"], "kube:", "kubernetes:", 1)})
+	p := r.plan(plan.Options{})
+	got := map[string]string{}
+	for _, c := range p.Clusters {
+		got[c.Name] = c.Capabilities.Source + " " + c.Capabilities.KubeVersion
+		for _, u := range c.Units {
+			for _, o := range u.Objects {
+				if o.After != nil && o.Name == "caps" {
+					kube, _ := o.After.Object["data"].(map[string]any)["kubernetes"].(string)
+					if kube != c.Capabilities.KubeVersion && c.Capabilities.KubeVersion != "" {
+						t.Errorf("%s: the chart saw %q, capabilities say %q", c.Name, kube, c.Capabilities.KubeVersion)
+					}
+				}
+			}
+		}
+	}
+	want := map[string]string{"c1": "status v1.34.2", "c2": "default ", "c3": "default "}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s: capabilities %q, want %q", k, got[k], v)
+		}
+	}
+	var statusWarnings []string
+	for _, w := range p.Warnings {
+		if strings.Contains(w, "status document") {
+			statusWarnings = append(statusWarnings, w)
+		}
+	}
+	if len(statusWarnings) != 1 || !strings.Contains(statusWarnings[0], "cluster c2: status document") || !strings.Contains(statusWarnings[0], "evil.yaml") {
+		t.Errorf("warnings %q", p.Warnings)
+	}
+}
+
+func TestUnitChangesAndFailures(t *testing.T) {
+	r := newTestRepo(t, smallFleet)
+	// web: prune off (a settings change, same objects); chart: a template
+	// that does not parse (fails at head); c3 leaves the repo.
+	r.write(map[string]string{
+		"apps/web/app.yaml":                         strings.Replace(smallFleet["apps/web/app.yaml"], "  namespace: web\n", "  namespace: web\n  prune: false\n", 1),
+		"apps/chart/chart/templates/configmap.yaml": "{{ .Broken\n",
+		"clusters/c3.yaml":                          "",
+	})
+	p := r.plan(plan.Options{})
+	if !p.Failed {
+		t.Error("a unit failing to render at head did not fail the plan")
+	}
+	byCluster := map[string]plan.ClusterPlan{}
+	for _, c := range p.Clusters {
+		byCluster[c.Name] = c
+	}
+	c1 := byCluster["c1"]
+	var web, chart *plan.UnitPlan
+	for i := range c1.Units {
+		switch c1.Units[i].Name {
+		case "web":
+			web = &c1.Units[i]
+		case "chart":
+			chart = &c1.Units[i]
+		}
+	}
+	if web == nil || len(web.Objects) != 0 || strings.Join(web.Settings, ";") != "prune: true → false" {
+		t.Errorf("web: %+v", web)
+	}
+	if chart == nil || chart.Error == "" || !strings.Contains(chart.Error, "helm") {
+		t.Errorf("chart: %+v", chart)
+	}
+	c3 := byCluster["c3"]
+	if c3.Change != plan.Removed || c3.Counts.UnitsRemoved != 1 {
+		t.Errorf("c3: %+v", c3)
+	}
+	found := false
+	for _, w := range p.Warnings {
+		found = found || strings.Contains(w, "cluster c3 leaves the fleet repo")
+	}
+	if !found {
+		t.Errorf("warnings %q", p.Warnings)
+	}
+}

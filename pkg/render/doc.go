@@ -1,0 +1,71 @@
+// Package render turns one slice unit into Kubernetes objects. It is the
+// only importer of krusty (sigs.k8s.io/kustomize/api) and the Helm SDK, and
+// both the hub (plan) and the agent call Unit, so a plan shows exactly what
+// an agent applies.
+//
+// # Units
+//
+// kustomize, manifests and volcano units: krusty builds the unit directory,
+// whose (generated) kustomization.yaml may reference anything in the repo.
+//
+// helm units: the chart at Helm.Chart (a directory or a .tgz in the repo) is
+// templated with Helm.Values as `helm template --include-crds` would, with
+// release name Helm.ReleaseName (default: the unit name), namespace
+// Namespace (default "default") and Options.Capabilities. CRDs from crds/
+// are included; hooks are included as plain objects (a GitOps apply has no
+// hook phases), except test hooks, which are dropped; NOTES.txt is dropped.
+// The output becomes slice.HelmOutputFile in the unit directory (in memory
+// only) and krusty builds the unit's kustomization.yaml, which lists it —
+// so images, replicas, patches and namespace apply to charts exactly as to
+// kustomize sources. Without a kustomization.yaml, one listing the output
+// and setting Namespace is generated.
+//
+// # Output
+//
+// Result.Objects are sorted in apply order (kinds others depend on first,
+// webhooks last), then by group, kind, namespace and name: the order is a
+// function of the objects alone. Every object has apiVersion, kind and
+// metadata.name, and no two share group, kind, namespace and name.
+//
+// # Confinement and bounds
+//
+//   - Every file is read through a filesystem rooted at the repository:
+//     paths are cleaned and must stay inside (ErrPathEscape); symlinks are
+//     resolved component by component and must stay inside too
+//     (ErrSymlinkEscape); the resolved path is opened through an os.Root.
+//   - Each file read is limited to Limits.MaxFileSize (ErrTooLarge naming the
+//     file) and scanned for YAML alias bombs before anything parses it
+//     (ErrYAMLBomb); so is the Helm output.
+//   - Kustomizations are walked before krusty runs: URLs in resources,
+//     components or any file field (ErrRemoteBase), non-builtin generators,
+//     transformers and validators and the helmCharts generator
+//     (ErrPluginsDisabled) are refused, so krusty never clones, downloads or
+//     executes anything. krusty runs with builtin plugins only.
+//   - Output is bounded by Limits.MaxTotalSize and Limits.MaxObjects.
+//   - Limits.Timeout and the caller's deadline bound the render (ErrTimeout).
+//     krusty stops at its next file read once the deadline passes. Helm
+//     templates are Go templates and cannot be interrupted, so they run in
+//     worker processes that re-execute the current binary (see
+//     ServeWorkerIfRequested); a worker is killed at the deadline, or when
+//     its resident memory exceeds Limits.MaxHelmMemory (ErrTooLarge), and its
+//     address space is capped as a backstop. A binary that does not call
+//     ServeWorkerIfRequested, or Options.HelmInProcess, templates in a
+//     goroutine: Unit still returns at the deadline, but a template that never
+//     ends keeps a CPU busy until the process exits.
+//
+// Remaining limits: charts/*.tgz subcharts are unpacked by Helm inside the
+// worker (Helm's own archive limits apply, and the worker's time and memory
+// bounds); krusty's CPU use between two file reads is not interruptible,
+// but is bounded by the input sizes; memory is watched on Linux only.
+//
+// Errors are *Error values classified by the Err* sentinels; messages name
+// the repo-relative file at fault when it is known and carry no object
+// contents (first line only, Go map dumps, flow objects and long base64 runs
+// elided).
+//
+// # Vendoring
+//
+// VendorCharts pulls chart-repository charts into charts/<chart>/<version>/
+// for the hub, pinned in charts/charts.lock.yaml, so agents render from Git
+// alone and later hub runs reuse the pins offline.
+package render

@@ -1,0 +1,195 @@
+package render
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/kustomize/api/konfig"
+	"sigs.k8s.io/yaml"
+
+	"github.com/flotilla-gitops/flotilla/pkg/slice"
+)
+
+// Result is a rendered unit.
+type Result struct {
+	// Objects in apply order: kinds others depend on first (Namespace,
+	// CRDs, RBAC, ConfigMaps/Secrets, Services, workloads), admission
+	// webhooks last, other kinds alphabetically between; ties by group,
+	// kind, namespace, name. The order depends on the objects only, never
+	// on how the sources list them.
+	Objects []*unstructured.Unstructured
+	// Size is the total size of Objects as JSON (krusty's encoding), the
+	// figure Limits.MaxTotalSize bounds.
+	Size int64
+}
+
+// YAML encodes the objects as one multi-document YAML stream (keys sorted),
+// the form used by golden files and plan diffs.
+func (r *Result) YAML() ([]byte, error) {
+	var b bytes.Buffer
+	for i, o := range r.Objects {
+		if i > 0 {
+			b.WriteString("---\n")
+		}
+		y, err := yaml.Marshal(o.Object)
+		if err != nil {
+			return nil, err
+		}
+		b.Write(y)
+	}
+	return b.Bytes(), nil
+}
+
+// Unit renders one unit of a slice from the repository checked out at
+// repoRoot. kustomize, manifests and volcano units are built by krusty from
+// the unit directory u.Path; helm units template u.Helm.Chart with
+// u.Helm.Values, and the output is then built by krusty with the unit
+// directory's kustomization.yaml (which lists slice.HelmOutputFile), or
+// with a generated one setting u.Namespace when the directory has none.
+//
+// The error is a *Error classified by the Err* sentinels (errors.Is).
+func Unit(ctx context.Context, repoRoot string, u slice.Unit, opts Options) (*Result, error) {
+	lim := opts.Limits.withDefaults()
+	ctx, cancel := context.WithTimeout(ctx, lim.Timeout)
+	defer cancel()
+	res, err := renderUnit(ctx, repoRoot, u, opts, lim)
+	if err != nil {
+		if cerr := ctx.Err(); cerr != nil && !errors.Is(err, ErrTimeout) {
+			// Whatever failed, it failed because time ran out.
+			err = timeoutError(cerr)
+		}
+		return nil, unitError(u.Name, err)
+	}
+	return res, nil
+}
+
+func renderUnit(ctx context.Context, repoRoot string, u slice.Unit, opts Options, lim Limits) (*Result, error) {
+	unitDir, err := checkRel(u.Path)
+	if err != nil {
+		return nil, err
+	}
+	f, err := openConfined(ctx, repoRoot, lim.MaxFileSize)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+
+	if _, fi, err := f.statRel(unitDir); err != nil || !fi.IsDir() {
+		if err != nil && isViolation(err) {
+			return nil, err
+		}
+		return nil, errFile(unitDir, ErrKustomize, "unit directory does not exist")
+	}
+
+	switch u.Kind {
+	case slice.UnitKustomize, slice.UnitManifests, slice.UnitVolcano:
+	case slice.UnitHelm:
+		if err := prepareHelm(ctx, f, unitDir, u, opts, lim); err != nil {
+			return nil, ensureClass(err, ErrHelm)
+		}
+	default:
+		return nil, errFile(unitDir, ErrKustomize, fmt.Sprintf("unknown unit kind %q", u.Kind))
+	}
+
+	m, pf, err := build(ctx, f, unitDir)
+	if err != nil {
+		return nil, ensureClass(err, ErrKustomize)
+	}
+	objs, size, err := toObjects(m, lim)
+	if err != nil {
+		if errors.Is(err, ErrInvalidObject) {
+			// Name the source file when the object can be found there.
+			if derr := diagnose(f, pf.resources); derr != nil {
+				return nil, derr
+			}
+		}
+		return nil, err
+	}
+	return &Result{Objects: objs, Size: size}, nil
+}
+
+// prepareHelm templates the unit's chart and puts the output (and, if the
+// unit has no kustomization, a generated one) into f's overlay.
+func prepareHelm(ctx context.Context, f *confinedFS, unitDir string, u slice.Unit, opts Options, lim Limits) error {
+	if u.Helm == nil {
+		return errFile(unitDir, ErrHelm, "helm unit without helm release")
+	}
+	chartRel, err := checkRel(u.Helm.Chart)
+	if err != nil {
+		return err
+	}
+	req := &helmRequest{
+		ReleaseName: u.Helm.ReleaseName,
+		Namespace:   u.Namespace,
+		KubeVersion: opts.Capabilities.KubeVersion,
+		APIVersions: opts.Capabilities.APIVersions,
+		MaxOutput:   lim.MaxTotalSize,
+	}
+	if req.ReleaseName == "" {
+		req.ReleaseName = u.Name
+	}
+	if req.Namespace == "" {
+		req.Namespace = "default"
+	}
+	if err := loadChart(f, chartRel, lim, req); err != nil {
+		return err
+	}
+	if u.Helm.Values != "" {
+		valuesRel, err := checkRel(u.Helm.Values)
+		if err != nil {
+			return err
+		}
+		if req.Values, err = f.readRel(valuesRel); err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return errFile(valuesRel, ErrHelm, "values file does not exist")
+			}
+			return err
+		}
+	}
+	manifest, err := runHelm(ctx, req, lim, opts.HelmInProcess)
+	if err != nil {
+		if errors.Is(err, ErrTimeout) {
+			return &fileError{file: chartRel, err: err}
+		}
+		var fe *fileError
+		if !errors.As(err, &fe) {
+			return &fileError{file: chartRel, err: err}
+		}
+		return err
+	}
+	outRel := path.Join(unitDir, slice.HelmOutputFile)
+	f.overlay[outRel] = manifest
+	if err := scanYAML(manifest); err != nil {
+		return &fileError{file: outRel, err: err}
+	}
+	if !hasKustomization(f, unitDir) {
+		k := map[string]any{
+			"apiVersion": "kustomize.config.k8s.io/v1beta1",
+			"kind":       "Kustomization",
+			"resources":  []string{slice.HelmOutputFile},
+		}
+		if u.Namespace != "" {
+			k["namespace"] = u.Namespace
+		}
+		data, err := yaml.Marshal(k)
+		if err != nil {
+			return err
+		}
+		f.overlay[path.Join(unitDir, konfig.DefaultKustomizationFileName())] = data
+	}
+	return nil
+}
+
+func hasKustomization(f *confinedFS, dir string) bool {
+	for _, name := range konfig.RecognizedKustomizationFileNames() {
+		if _, _, err := f.statRel(path.Join(dir, name)); err == nil {
+			return true
+		}
+	}
+	return false
+}

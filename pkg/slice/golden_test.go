@@ -1,0 +1,344 @@
+package slice_test
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/flotilla-gitops/flotilla/pkg/fleet"
+	"github.com/flotilla-gitops/flotilla/pkg/render"
+	"github.com/flotilla-gitops/flotilla/pkg/slice"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata/golden")
+
+// templateDir is the committed fleet-repo template.
+const templateDir = "../../fleet-repo-template"
+
+// readArchive parses a txtar-style fixture: a comment, then files each
+// introduced by a "-- path --" line.
+func readArchive(t *testing.T, file string) map[string]string {
+	t.Helper()
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := map[string]string{}
+	var name string
+	var body strings.Builder
+	flush := func() {
+		if name != "" {
+			files[name] = body.String()
+		}
+		body.Reset()
+	}
+	for _, line := range strings.SplitAfter(string(data), "\n") {
+		trimmed := strings.TrimRight(line, "\n")
+		if strings.HasPrefix(trimmed, "-- ") && strings.HasSuffix(trimmed, " --") && len(trimmed) > 6 {
+			flush()
+			name = strings.TrimSuffix(strings.TrimPrefix(trimmed, "-- "), " --")
+			continue
+		}
+		if name != "" {
+			body.WriteString(line)
+		}
+	}
+	flush()
+	return files
+}
+
+// writeArchive materialises a fixture into a new temporary directory.
+func writeArchive(t *testing.T, file string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for name, content := range readArchive(t, file) {
+		p := filepath.Join(dir, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// copyTree copies a directory tree (regular files and directories).
+func copyTree(t *testing.T, src string) string {
+	t.Helper()
+	dst := t.TempDir()
+	err := filepath.WalkDir(src, func(p string, e os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(src, p)
+		if err != nil {
+			return err
+		}
+		target := filepath.Join(dst, rel)
+		if e.IsDir() {
+			return os.MkdirAll(target, 0o755)
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(target, data, 0o644)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dst
+}
+
+// offlineCharts vendors with pkg/render, as the CLI does; in these tests
+// every chart is already vendored and locked, so it never downloads.
+func offlineCharts(ctx context.Context, root string, refs []slice.ChartRef) ([]slice.VendoredChart, error) {
+	in := make([]render.ChartRef, len(refs))
+	for i, r := range refs {
+		in[i] = render.ChartRef{Repo: r.Repo, Chart: r.Chart, Version: r.Version}
+	}
+	got, err := render.VendorCharts(ctx, root, in)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]slice.VendoredChart, len(got))
+	for i, v := range got {
+		out[i] = slice.VendoredChart{Ref: refs[i], Version: v.Version, Path: v.Path}
+	}
+	return out, nil
+}
+
+func compileRepo(t *testing.T, root string, opts slice.CompileOptions) *slice.Output {
+	t.Helper()
+	ctx := context.Background()
+	repo, err := fleet.Load(ctx, root)
+	if err != nil {
+		t.Fatalf("load %s:\n%v", root, err)
+	}
+	if opts.Charts == nil {
+		opts.Charts = offlineCharts
+	}
+	out, err := slice.Compile(ctx, repo, opts)
+	if err != nil {
+		t.Fatalf("compile %s:\n%v", root, err)
+	}
+	return out
+}
+
+// renderRepo compiles root and writes its rendered/ tree.
+func renderRepo(t *testing.T, root string, opts slice.CompileOptions) *slice.Output {
+	t.Helper()
+	out := compileRepo(t, root, opts)
+	if _, err := slice.Write(context.Background(), root, out, slice.WriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// describe renders the generated files and, per unit, the objects an agent
+// would apply (pkg/render), as one reviewable text.
+func describe(t *testing.T, root string, out *slice.Output) string {
+	t.Helper()
+	var b strings.Builder
+	for _, co := range out.Clusters {
+		for _, f := range co.Files {
+			fmt.Fprintf(&b, "==> %s\n%s", f.Path, f.Data)
+		}
+		for _, u := range co.Slice.Units {
+			res, err := render.Unit(context.Background(), root, u, render.Options{HelmInProcess: true})
+			if err != nil {
+				t.Fatalf("render unit %s of %s: %v", u.Name, co.Slice.Cluster, err)
+			}
+			y, err := res.YAML()
+			if err != nil {
+				t.Fatal(err)
+			}
+			fmt.Fprintf(&b, "==> objects of %s\n%s", u.Path, y)
+		}
+	}
+	return b.String()
+}
+
+func checkGolden(t *testing.T, name, got string) {
+	t.Helper()
+	file := filepath.Join("testdata", "golden", name+".golden")
+	if *update {
+		if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(file, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatalf("%v (run go test ./pkg/slice -update)", err)
+	}
+	if string(want) != got {
+		t.Errorf("%s differs from the golden file (run go test ./pkg/slice -update and review the diff):\n%s", file, firstDifference(string(want), got))
+	}
+}
+
+func firstDifference(want, got string) string {
+	wl, gl := strings.Split(want, "\n"), strings.Split(got, "\n")
+	for i := 0; i < len(wl) || i < len(gl); i++ {
+		var w, g string
+		if i < len(wl) {
+			w = wl[i]
+		}
+		if i < len(gl) {
+			g = gl[i]
+		}
+		if w != g {
+			return fmt.Sprintf("line %d:\n  want: %q\n  got:  %q", i+1, w, g)
+		}
+	}
+	return "(identical lines, different length)"
+}
+
+// TestGoldenFixtures compiles each focused fixture and renders its units.
+func TestGoldenFixtures(t *testing.T) {
+	fixtures, err := filepath.Glob(filepath.Join("testdata", "fixtures", "*.txtar"))
+	if err != nil || len(fixtures) == 0 {
+		t.Fatalf("no fixtures: %v", err)
+	}
+	for _, f := range fixtures {
+		name := strings.TrimSuffix(filepath.Base(f), ".txtar")
+		t.Run(name, func(t *testing.T) {
+			root := writeArchive(t, f)
+			out := renderRepo(t, root, slice.CompileOptions{})
+			checkGolden(t, name, describe(t, root, out))
+		})
+	}
+}
+
+// TestGoldenTemplate compiles the committed fleet-repo template: the
+// generated tree must equal the committed rendered/, and the files and
+// rendered objects the golden file.
+func TestGoldenTemplate(t *testing.T) {
+	root := copyTree(t, templateDir)
+	out := compileRepo(t, root, slice.CompileOptions{})
+	ch, err := slice.Write(context.Background(), root, out, slice.WriteOptions{Check: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !ch.Empty() {
+		t.Errorf("the committed fleet-repo-template/rendered is stale (run bin/flotilla render --repo fleet-repo-template): %v", ch.All())
+	}
+	checkGolden(t, "template", describe(t, root, out))
+}
+
+// unitObjects renders one unit of a cluster and returns its objects' YAML.
+func unitObjects(t *testing.T, root string, out *slice.Output, cluster, unit string) string {
+	t.Helper()
+	for _, co := range out.Clusters {
+		if co.Slice.Cluster != cluster {
+			continue
+		}
+		for _, u := range co.Slice.Units {
+			if u.Name == unit {
+				res, err := render.Unit(context.Background(), root, u, render.Options{HelmInProcess: true})
+				if err != nil {
+					t.Fatal(err)
+				}
+				y, err := res.YAML()
+				if err != nil {
+					t.Fatal(err)
+				}
+				return string(y)
+			}
+		}
+	}
+	t.Fatalf("cluster %s has no unit %s", cluster, unit)
+	return ""
+}
+
+// TestTemplateScenarios asserts the seed scenarios on the objects agents
+// would apply, independently of the golden file.
+func TestTemplateScenarios(t *testing.T) {
+	root := copyTree(t, templateDir)
+	out := compileRepo(t, root, slice.CompileOptions{})
+	contains := func(cluster, unit string, want ...string) {
+		t.Helper()
+		got := unitObjects(t, root, out, cluster, unit)
+		for _, w := range want {
+			if !strings.Contains(got, w) {
+				t.Errorf("%s/%s: objects lack %q:\n%s", cluster, unit, w, got)
+			}
+		}
+	}
+	// nginx: 4 replicas divided 3:1.
+	contains("member1", "nginx", "replicas: 3")
+	contains("member2", "nginx", "replicas: 1")
+	// iot-collector: 3 on cloud clusters, 1 with a 512Mi limit on the edge.
+	contains("member1", "iot-collector", "replicas: 3")
+	contains("member2", "iot-collector", "replicas: 3")
+	contains("edge-1", "iot-collector", "replicas: 1", "memory: 512Mi", "value: edge-1.eu-west-1")
+	// backend: dev overlay on member2, production overlay on member1.
+	contains("member2", "backend", "replicas: 1", "value: debug")
+	contains("member1", "backend", "replicas: 10", "value: info")
+	// microservices: Helm from the vendored chart repo and from a path.
+	contains("member1", "mysql-db", "kind: StatefulSet", "image: mysql:8.4", "value: shop")
+	contains("member2", "mysql-db", "value: shop_staging")
+	contains("member1", "backend-api", "replicas: 2", "value: eu-west-1")
+	contains("member2", "backend-api", "replicas: 1", "value: us-east-1")
+	contains("member1", "frontend-web", "image: nginx:1.27-alpine")
+
+	slices := map[string]*slice.Slice{}
+	for _, co := range out.Clusters {
+		slices[co.Slice.Cluster] = co.Slice
+	}
+	if got := unitNames(slices["edge-1"]); got != "flotilla-namespaces flotilla-policies iot-collector" {
+		t.Errorf("edge-1 units = %s", got)
+	}
+	// backend-api after mysql-db and redis-cache, frontend-web after it.
+	order := unitNames(slices["member1"])
+	for _, pair := range [][2]string{{"mysql-db", "backend-api"}, {"redis-cache", "backend-api"}, {"backend-api", "frontend-web"}, {"flotilla-namespaces", "nginx"}} {
+		if strings.Index(order, pair[0]) > strings.Index(order, pair[1]) {
+			t.Errorf("member1 order %q: %s must come before %s", order, pair[0], pair[1])
+		}
+	}
+}
+
+func unitNames(s *slice.Slice) string {
+	if s == nil {
+		return ""
+	}
+	var names []string
+	for _, u := range s.Units {
+		names = append(names, u.Name)
+	}
+	return strings.Join(names, " ")
+}
+
+// TestReplicaDivisionSeed is the seed example, on the fixture.
+func TestReplicaDivisionSeed(t *testing.T) {
+	root := writeArchive(t, filepath.Join("testdata", "fixtures", "replica-division.txtar"))
+	out := renderRepo(t, root, slice.CompileOptions{})
+	want := map[string]string{"member1": "replicas: 3", "member2": "replicas: 1"}
+	for cluster, w := range want {
+		if got := unitObjects(t, root, out, cluster, "nginx"); !strings.Contains(got, w) {
+			t.Errorf("%s: want %s in\n%s", cluster, w, got)
+		}
+	}
+	total := 0
+	for _, c := range []string{"a", "b", "c", "d"} {
+		got := unitObjects(t, root, out, c, "worker")
+		var n int
+		for _, line := range strings.Split(got, "\n") {
+			if _, err := fmt.Sscanf(strings.TrimSpace(line), "replicas: %d", &n); err == nil {
+				break
+			}
+		}
+		total += n
+	}
+	if total != 7 {
+		t.Errorf("worker replicas sum to %d, want 7", total)
+	}
+}

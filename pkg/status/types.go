@@ -1,0 +1,129 @@
+package status
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Document identity.
+const (
+	APIVersion = "flotilla.dev/v1alpha1"
+	Kind       = "ClusterStatus"
+	// FileName is the only file a status commit may change.
+	FileName = "status.yaml"
+	// RefPrefix is followed by the cluster name.
+	RefPrefix = "refs/heads/flotilla/status/"
+)
+
+// Condition types and reasons, as Flux names them.
+const (
+	ConditionReady       = "Ready"
+	ConditionReconciling = "Reconciling"
+	ConditionStalled     = "Stalled"
+
+	ReasonSucceeded          = "ReconciliationSucceeded"
+	ReasonProgressing        = "Progressing"
+	ReasonRenderFailed       = "RenderFailed"
+	ReasonApplyFailed        = "ApplyFailed"
+	ReasonPruneFailed        = "PruneFailed"
+	ReasonHealthCheckFailed  = "HealthCheckFailed"
+	ReasonDependencyNotReady = "DependencyNotReady"
+	ReasonFetchFailed        = "GitOperationFailed"
+	ReasonVerificationFailed = "VerificationFailed"
+)
+
+// RefFor is the status ref of a cluster.
+func RefFor(cluster string) string { return RefPrefix + cluster }
+
+// ClusterStatus is status.yaml: what one agent last did on its cluster.
+type ClusterStatus struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	Cluster    string `json:"cluster"`
+	Agent      Agent  `json:"agent"`
+	// KubernetesVersion is the live API server's version (feeds plan's
+	// Helm capabilities), APIVersions its served group/versions.
+	KubernetesVersion string   `json:"kubernetesVersion,omitempty"`
+	APIVersions       []string `json:"apiVersions,omitempty"`
+	// DesiredRevision is the branch head the agent last saw
+	// (main@sha1:<hash>); FetchedRevision the one it has on disk.
+	DesiredRevision string `json:"desiredRevision,omitempty"`
+	FetchedRevision string `json:"fetchedRevision,omitempty"`
+	// AppliedRevision is set when every unit is applied at DesiredRevision.
+	AppliedRevision string             `json:"appliedRevision,omitempty"`
+	Conditions      []metav1.Condition `json:"conditions,omitempty"`
+	Verification    *Verification      `json:"verification,omitempty"`
+	Units           []UnitStatus       `json:"units,omitempty"`
+	Jobs            []JobStatus        `json:"jobs,omitempty"`
+	Capacity        *Capacity          `json:"capacity,omitempty"`
+	// LastError is the latest loop-level error (fetch, verify, slice),
+	// redacted.
+	LastError string `json:"lastError,omitempty"`
+	// Heartbeat is when the agent last confirmed it is alive; it alone
+	// never makes a document "meaningfully changed".
+	Heartbeat metav1.Time `json:"heartbeat"`
+	// HeartbeatInterval is the writer's heartbeat period (before jitter),
+	// so the hub can tell when a fleet's healthCheck is shorter than it.
+	HeartbeatInterval *metav1.Duration `json:"heartbeatInterval,omitempty"`
+}
+
+// Agent identifies the writer.
+type Agent struct {
+	Version string `json:"version"`
+	// Identity is the leader's pod (or host) name.
+	Identity string `json:"identity,omitempty"`
+}
+
+// Verification is the outcome of commit signature verification.
+type Verification struct {
+	Mode     string `json:"mode"`
+	Verified bool   `json:"verified"`
+	Signer   string `json:"signer,omitempty"`
+	Message  string `json:"message,omitempty"`
+}
+
+// UnitStatus is one unit's last reconcile.
+type UnitStatus struct {
+	Name            string             `json:"name"`
+	Hash            string             `json:"hash,omitempty"`
+	AppliedRevision string             `json:"appliedRevision,omitempty"`
+	Conditions      []metav1.Condition `json:"conditions,omitempty"`
+	Objects         int                `json:"objects"`
+	// DriftCorrections counts objects re-applied because someone changed
+	// them in the cluster, since the agent started.
+	DriftCorrections int64  `json:"driftCorrections,omitempty"`
+	LastError        string `json:"lastError,omitempty"`
+}
+
+// JobStatus is a Volcano job's outcome on this cluster.
+type JobStatus struct {
+	Name           string       `json:"name"`
+	Namespace      string       `json:"namespace"`
+	Unit           string       `json:"unit"`
+	SpecHash       string       `json:"specHash,omitempty"`
+	Phase          string       `json:"phase"`
+	PodGroupPhase  string       `json:"podGroupPhase,omitempty"`
+	Running        int32        `json:"running"`
+	Succeeded      int32        `json:"succeeded"`
+	Failed         int32        `json:"failed"`
+	Preflight      string       `json:"preflight,omitempty"` // Fits, Waiting, Unschedulable
+	Message        string       `json:"message,omitempty"`
+	StartTime      *metav1.Time `json:"startTime,omitempty"`
+	CompletionTime *metav1.Time `json:"completionTime,omitempty"`
+}
+
+// Capacity is a snapshot the hub uses for GlobalJob placement.
+type Capacity struct {
+	ReadyNodes  int               `json:"readyNodes"`
+	Allocatable map[string]string `json:"allocatable,omitempty"` // cpu, memory, nvidia.com/gpu (quantities)
+	// Free is allocatable minus requests of running pods.
+	Free   map[string]string `json:"free,omitempty"`
+	Queues []QueueCapacity   `json:"queues,omitempty"`
+}
+
+// QueueCapacity is a Volcano queue's capability and current allocation.
+type QueueCapacity struct {
+	Name       string            `json:"name"`
+	State      string            `json:"state,omitempty"`
+	Capability map[string]string `json:"capability,omitempty"`
+	Allocated  map[string]string `json:"allocated,omitempty"`
+}

@@ -1,0 +1,46 @@
+// Package verify owns which commits an agent may apply: it checks the
+// OpenPGP or SSH signatures of the fetched branch head — and, in strict
+// mode, of every commit since the last one it accepted — against trusted
+// public keys mounted from a Secret.
+//
+// # Modes
+//
+//   - none: every commit of the configured branch is accepted (the loop
+//     still refuses a revision from another branch).
+//   - head: the head commit must carry a valid signature by a trusted key.
+//   - strict: additionally, every commit between the last accepted commit
+//     and the head (git rev-list last..head, merges and the commits of
+//     merged branches included) must be signed by a trusted key. The very
+//     first accepted commit has no predecessor: only the head is checked
+//     then. The last accepted commit is kept in Config.StateFile, so a
+//     restarted agent continues the chain instead of starting over; if the
+//     head is not a descendant of it (history was rewritten), the head is
+//     refused until an operator removes the state file.
+//
+// A merge made by a forge's web interface is signed by the forge's key
+// (GitHub's "web-flow" key, for example): trust that key too, or merge
+// locally with a signed merge commit.
+//
+// # Keys
+//
+// Config.KeysDir is a mounted Secret: every regular file holds armored
+// OpenPGP public keys or SSH public keys (authorized_keys or git
+// allowed_signers lines), see gitrepo.ParseKeyRing. The directory is read
+// again on every verification (parsed again only when its content
+// changed), so updating the Secret rotates the keys without restarting
+// the agent: a refused head is re-verified every cycle and is accepted as
+// soon as a key that signed it is trusted. A directory that cannot be read
+// or parsed, or holds no key, refuses every commit (reason
+// keys_unavailable) — never the previous keys, which a rotation may have
+// meant to revoke.
+//
+// # Refusals
+//
+// A refused commit is a *RefusedError (errors.Is(err, ErrRefused), and
+// errors.Is with gitrepo.ErrUnsigned, ErrUntrustedSigner, ErrBadSignature
+// or ErrNotAncestor for the cause) whose Reason is one of the Reason*
+// constants: the label of the agent's flotilla_verification_failures_total
+// metric. Verify also returns the status.Verification for the cluster's
+// status document in every case. Messages name commits and key
+// fingerprints, never key material.
+package verify

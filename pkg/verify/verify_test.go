@@ -1,0 +1,354 @@
+package verify_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/pem"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ProtonMail/go-crypto/openpgp"
+	"github.com/ProtonMail/go-crypto/openpgp/armor"
+	"golang.org/x/crypto/ssh"
+
+	"github.com/flotilla-gitops/flotilla/pkg/gitrepo"
+	"github.com/flotilla-gitops/flotilla/pkg/verify"
+	"github.com/flotilla-gitops/flotilla/test/gitserver"
+)
+
+// key is a signing key and its public half as a trusted-keys file holds it.
+type key struct {
+	signer  gitrepo.Signer
+	public  string
+	private []byte // OpenSSH PEM, for the git CLI
+}
+
+func sshKey(t *testing.T, comment string) key {
+	t.Helper()
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	block, err := ssh.MarshalPrivateKey(priv, comment)
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer, err := gitrepo.ParseSigningKey(pem.EncodeToMemory(block), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, err := ssh.NewPublicKey(priv.Public())
+	if err != nil {
+		t.Fatal(err)
+	}
+	line := strings.TrimSpace(string(ssh.MarshalAuthorizedKey(pub))) + " " + comment + "\n"
+	return key{signer: signer, public: line, private: pem.EncodeToMemory(block)}
+}
+
+func pgpKey(t *testing.T, name string) key {
+	t.Helper()
+	e, err := openpgp.NewEntity(name, "", name+"@example.com", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var priv, pub bytes.Buffer
+	w, err := armor.Encode(&priv, openpgp.PrivateKeyType, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.SerializePrivate(w, nil); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	w, err = armor.Encode(&pub, openpgp.PublicKeyType, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Serialize(w); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	signer, err := gitrepo.ParseSigningKey(priv.Bytes(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return key{signer: signer, public: pub.String()}
+}
+
+// fixture is a repository on a real Git server, an agent-side Source of it
+// and a keys directory.
+type fixture struct {
+	t       *testing.T
+	srv     *gitserver.Server
+	src     *gitrepo.Source
+	keysDir string
+	n       int
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	srv := gitserver.Start(t, gitserver.ForgeConfig())
+	init := t.TempDir()
+	if err := os.WriteFile(filepath.Join(init, "README"), []byte("fleet\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	url := srv.MustCreateRepo(t, "fleet", init)
+	f := &fixture{t: t, srv: srv, keysDir: t.TempDir()}
+	f.src = &gitrepo.Source{URL: url, Branch: "main", CacheDir: t.TempDir(), Timeout: 20 * time.Second,
+		Auth: gitrepo.Auth{Username: gitserver.Maintainer, Password: srv.Password(gitserver.Maintainer)}}
+	return f
+}
+
+// push commits a change to main, signed by k (unsigned when k is nil).
+func (f *fixture) push(k *key) string {
+	f.t.Helper()
+	f.n++
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	opts := gitrepo.PushOptions{Auth: f.src.Auth}
+	if k != nil {
+		opts.Signer = k.signer
+	}
+	res, err := gitrepo.PushFiles(ctx, f.src.URL, "refs/heads/main",
+		map[string][]byte{"file.txt": []byte(strings.Repeat("x", f.n))}, "change", gitrepo.Signature{Name: "dev", Email: "dev@example.com"}, opts)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return res.Hash
+}
+
+func (f *fixture) trust(keys ...key) {
+	f.t.Helper()
+	entries, _ := os.ReadDir(f.keysDir)
+	for _, e := range entries {
+		os.Remove(filepath.Join(f.keysDir, e.Name()))
+	}
+	for i, k := range keys {
+		if err := os.WriteFile(filepath.Join(f.keysDir, "key"+string(rune('0'+i))), []byte(k.public), 0o600); err != nil {
+			f.t.Fatal(err)
+		}
+	}
+}
+
+func (f *fixture) sync() gitrepo.Result {
+	f.t.Helper()
+	res, err := f.src.Sync(context.Background())
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return res
+}
+
+func (f *fixture) verifier(mode verify.Mode, state string) (*verify.Verifier, *[]string) {
+	f.t.Helper()
+	var refused []string
+	v, err := verify.New(verify.Config{Mode: mode, KeysDir: f.keysDir, Commits: f.src, StateFile: state,
+		OnRefused: func(r string) { refused = append(refused, r) }})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return v, &refused
+}
+
+func wantRefused(t *testing.T, err error, reason, commit string, cause error) {
+	t.Helper()
+	var re *verify.RefusedError
+	if !errors.As(err, &re) || !errors.Is(err, verify.ErrRefused) {
+		t.Fatalf("err = %v, want a refusal", err)
+	}
+	if re.Reason != reason {
+		t.Errorf("reason %q, want %q (%v)", re.Reason, reason, err)
+	}
+	if commit != "" && re.Commit != commit {
+		t.Errorf("refused commit %s, want %s", re.Commit, commit)
+	}
+	if cause != nil && !errors.Is(err, cause) {
+		t.Errorf("err %v is not %v", err, cause)
+	}
+}
+
+func TestHeadMode(t *testing.T) {
+	f := newFixture(t)
+	alice, bob, carol := sshKey(t, "alice@example.com"), pgpKey(t, "Bob"), sshKey(t, "carol@example.com")
+	f.trust(alice, bob)
+	v, refused := f.verifier(verify.ModeHead, "")
+	ctx := context.Background()
+
+	f.push(&alice)
+	st, err := v.Verify(ctx, f.sync())
+	if err != nil {
+		t.Fatalf("SSH-signed by a trusted key: %v", err)
+	}
+	if !st.Verified || st.Mode != "head" || !strings.Contains(st.Signer, "alice@example.com") || !strings.Contains(st.Signer, "SHA256:") {
+		t.Errorf("status %+v", st)
+	}
+
+	f.push(&bob)
+	if st, err := v.Verify(ctx, f.sync()); err != nil || !strings.Contains(st.Signer, "Bob") {
+		t.Fatalf("OpenPGP-signed by a trusted key: %+v %v", st, err)
+	}
+
+	head := f.push(nil)
+	st, err = v.Verify(ctx, f.sync())
+	wantRefused(t, err, verify.ReasonUnsigned, head, gitrepo.ErrUnsigned)
+	if st == nil || st.Verified || !strings.Contains(st.Message, "unsigned") {
+		t.Errorf("status of a refusal %+v", st)
+	}
+
+	head = f.push(&carol)
+	_, err = v.Verify(ctx, f.sync())
+	wantRefused(t, err, verify.ReasonUntrustedSigner, head, gitrepo.ErrUntrustedSigner)
+
+	// Key rotation: the same Verifier accepts carol once her key is in
+	// the directory, and refuses alice's commits once hers is gone.
+	f.trust(carol)
+	if _, err := v.Verify(ctx, f.sync()); err != nil {
+		t.Fatalf("after trusting carol: %v", err)
+	}
+	head = f.push(&alice)
+	_, err = v.Verify(ctx, f.sync())
+	wantRefused(t, err, verify.ReasonUntrustedSigner, head, nil)
+
+	f.trust()
+	_, err = v.Verify(ctx, f.sync())
+	wantRefused(t, err, verify.ReasonKeysUnavailable, "", nil)
+
+	if got := strings.Join(*refused, ","); got != "unsigned,untrusted_signer,untrusted_signer,keys_unavailable" {
+		t.Errorf("OnRefused got %s", got)
+	}
+}
+
+func TestStrictMode(t *testing.T) {
+	f := newFixture(t)
+	alice := sshKey(t, "alice@example.com")
+	f.trust(alice)
+	state := filepath.Join(t.TempDir(), "verify-state.json")
+	v, _ := f.verifier(verify.ModeStrict, state)
+	ctx := context.Background()
+
+	// The first accepted commit: only the head is checked (the initial
+	// commit below it is unsigned).
+	first := f.push(&alice)
+	st, err := v.Verify(ctx, f.sync())
+	if err != nil {
+		t.Fatalf("first head: %v", err)
+	}
+	if !strings.Contains(st.Message, "first accepted commit") || v.LastAccepted() != first {
+		t.Errorf("status %+v, last accepted %s", st, v.LastAccepted())
+	}
+
+	// A trusted head over a signed ancestor.
+	f.push(&alice)
+	second := f.push(&alice)
+	if st, err := v.Verify(ctx, f.sync()); err != nil || !strings.Contains(st.Message, "all 2 commits since") {
+		t.Fatalf("two signed commits: %+v %v", st, err)
+	}
+
+	// A trusted head over an unsigned ancestor.
+	unsigned := f.push(nil)
+	f.push(&alice)
+	_, err = v.Verify(ctx, f.sync())
+	wantRefused(t, err, verify.ReasonUnsigned, unsigned, gitrepo.ErrUnsigned)
+	if v.LastAccepted() != second {
+		t.Errorf("a refusal moved the last accepted commit to %s", v.LastAccepted())
+	}
+
+	// Head mode accepts the same head: only strict looks at ancestors.
+	h, _ := f.verifier(verify.ModeHead, "")
+	if _, err := h.Verify(ctx, f.sync()); err != nil {
+		t.Errorf("head mode: %v", err)
+	}
+
+	// A restarted agent continues from the state file: still refused.
+	v2, _ := f.verifier(verify.ModeStrict, state)
+	_, err = v2.Verify(ctx, f.sync())
+	wantRefused(t, err, verify.ReasonUnsigned, unsigned, nil)
+}
+
+func TestStrictModeRefusesRewrittenHistory(t *testing.T) {
+	f := newFixture(t)
+	alice := sshKey(t, "alice@example.com")
+	f.trust(alice)
+	v, _ := f.verifier(verify.ModeStrict, "")
+	ctx := context.Background()
+	f.push(&alice)
+	if _, err := v.Verify(ctx, f.sync()); err != nil {
+		t.Fatal(err)
+	}
+	// Someone rewrites main with an orphan commit, signed by a trusted key
+	// with the git CLI (gpg.format=ssh): the head alone would pass.
+	if err := f.srv.SetRules([]gitserver.Rule{{User: gitserver.Maintainer, Refs: []string{"refs/heads/*"}, Force: true}}); err != nil {
+		t.Fatal(err)
+	}
+	orphan := gitSignedOrphan(t, f, alice)
+	h, _ := f.verifier(verify.ModeHead, "")
+	if st, err := h.Verify(ctx, f.sync()); err != nil || !strings.Contains(st.Signer, "alice@example.com") {
+		t.Fatalf("head mode refused a commit signed by git -S with a trusted SSH key: %+v %v", st, err)
+	}
+	_, err := v.Verify(ctx, f.sync())
+	wantRefused(t, err, verify.ReasonHistoryRewritten, orphan, gitrepo.ErrNotAncestor)
+}
+
+// gitSignedOrphan force-pushes a new root commit to main, made and signed
+// by the git CLI with k's SSH key.
+func gitSignedOrphan(t *testing.T, f *fixture, k key) string {
+	t.Helper()
+	if _, err := exec.LookPath("ssh-keygen"); err != nil {
+		t.Skip("ssh-keygen is needed for git's SSH signing")
+	}
+	dir := t.TempDir()
+	keyFile := filepath.Join(t.TempDir(), "id_ed25519")
+	if err := os.WriteFile(keyFile, k.private, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "a"), []byte("rewritten\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	git := func(args ...string) string {
+		t.Helper()
+		cmd := exec.Command("git", append([]string{"-c", "user.name=Alice", "-c", "user.email=alice@example.com",
+			"-c", "gpg.format=ssh", "-c", "user.signingkey=" + keyFile,
+			"-c", "http.extraHeader=Authorization: Basic " + base64.StdEncoding.EncodeToString([]byte(gitserver.Maintainer+":"+f.srv.Password(gitserver.Maintainer)))}, args...)...)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	git("init", "-q", "-b", "main")
+	git("add", "a")
+	git("commit", "-q", "-S", "-m", "rewrite")
+	git("push", "-q", "--force", f.src.URL, "HEAD:refs/heads/main")
+	return git("rev-parse", "HEAD")
+}
+
+func TestNewAndParseMode(t *testing.T) {
+	for in, want := range map[string]verify.Mode{"": verify.ModeNone, "none": verify.ModeNone, "HEAD": verify.ModeHead, "strict": verify.ModeStrict} {
+		if got, err := verify.ParseMode(in); err != nil || got != want {
+			t.Errorf("ParseMode(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+	if _, err := verify.ParseMode("all"); err == nil {
+		t.Error("ParseMode(all) accepted")
+	}
+	if _, err := verify.New(verify.Config{Mode: verify.ModeHead}); err == nil {
+		t.Error("head mode without keys accepted")
+	}
+	v, err := verify.New(verify.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err := v.Verify(context.Background(), gitrepo.Result{Hash: strings.Repeat("a", 40)}); st != nil || err != nil {
+		t.Errorf("mode none: %+v, %v", st, err)
+	}
+}

@@ -1,0 +1,470 @@
+package demo
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/flotilla-gitops/flotilla/pkg/status"
+	istiocrds "github.com/flotilla-gitops/flotilla/test/fixtures/istio-crds"
+	"github.com/flotilla-gitops/flotilla/test/gitserver"
+	"github.com/flotilla-gitops/flotilla/test/testenv"
+)
+
+// Clusters are the template's clusters, each started locally.
+var Clusters = []string{"member1", "member2", "edge-1"}
+
+// repoName is the fleet repo on the local Git server.
+const repoName = "fleet"
+
+// agentNamespace is where each agent keeps its inventories and Lease, as
+// in the DaemonSet install.
+const agentNamespace = "flotilla-system"
+
+// Options configure Start.
+type Options struct {
+	// Dir is the working directory (Git server, clusters, agents' caches and
+	// logs, the fleet repo clone); "" creates a temporary one that Stop
+	// removes.
+	Dir string
+	// BinDir holds flotilla, flotilla-agent and the tools; "" is the
+	// module's bin/ (testenv.BinDir).
+	BinDir string
+	// Out receives the progress lines; nil discards them.
+	Out io.Writer
+	// Interval is the agents' reconcile interval; 0 means 30s.
+	Interval time.Duration
+}
+
+// Fleet is a running demo fleet.
+type Fleet struct {
+	// RepoURL is the fleet repo's URL (without credentials).
+	RepoURL string
+	// CloneDir is a clone of the fleet repo with push rights, for the user.
+	CloneDir string
+	// CredentialsDir holds the maintainer's Git credentials, in the layout
+	// of --git-credentials-dir.
+	CredentialsDir string
+	// Dir is the working directory.
+	Dir string
+
+	opts     Options
+	ownsDir  bool
+	bin      string
+	git      *gitserver.Server
+	clusters []*testenv.Cluster
+	agents   []*agentProcess
+	stopOnce sync.Once
+	stopErr  error
+}
+
+type agentProcess struct {
+	cluster string
+	cmd     *exec.Cmd
+	logPath string
+	done    chan struct{}
+}
+
+// Start brings the whole fleet up: Git server, fleet repo, clusters and
+// agents. It returns once every agent runs; WaitInSync waits for them to
+// converge. On error, everything already started is stopped.
+func Start(ctx context.Context, opts Options) (_ *Fleet, err error) {
+	if opts.Out == nil {
+		opts.Out = io.Discard
+	}
+	if opts.Interval == 0 {
+		opts.Interval = 30 * time.Second
+	}
+	f := &Fleet{opts: opts, Dir: opts.Dir}
+	defer func() {
+		if err != nil {
+			_ = f.Stop()
+		}
+	}()
+	if f.bin = opts.BinDir; f.bin == "" {
+		if f.bin, err = testenv.BinDir(); err != nil {
+			return nil, err
+		}
+	}
+	for _, b := range []string{"flotilla", "flotilla-agent"} {
+		if _, err := os.Stat(filepath.Join(f.bin, b)); err != nil {
+			return nil, fmt.Errorf("%s is not built (run make build): %w", b, err)
+		}
+	}
+	if f.Dir == "" {
+		if f.Dir, err = os.MkdirTemp("", "flotilla-demo-"); err != nil {
+			return nil, err
+		}
+		f.ownsDir = true
+	} else if err := os.MkdirAll(f.Dir, 0o755); err != nil {
+		return nil, err
+	}
+
+	began := time.Now()
+	f.logf("starting a Git server and clusters %s (etcd, kube-apiserver, controllers, kwok nodes, Volcano)", strings.Join(Clusters, ", "))
+	clustersDone := make(chan error, 1)
+	go func() { clustersDone <- f.startClusters(ctx) }()
+	if err := f.startGit(ctx); err != nil {
+		<-clustersDone
+		return nil, err
+	}
+	if err := <-clustersDone; err != nil {
+		return nil, err
+	}
+	f.logf("clusters ready in %s", time.Since(began).Round(time.Second))
+	for i, name := range Clusters {
+		if err := f.startAgent(ctx, name, f.clusters[i]); err != nil {
+			return nil, err
+		}
+	}
+	f.logf("agents started; logs in %s", filepath.Join(f.Dir, "agents"))
+	return f, nil
+}
+
+// startGit starts the server, creates the fleet repo with `flotilla init`
+// and `flotilla render`, and pushes it as the maintainer would.
+func (f *Fleet) startGit(ctx context.Context) error {
+	var err error
+	f.git, err = gitserver.New(context.Background(), filepath.Join(f.Dir, "git"), gitserver.ForgeConfig(Clusters...))
+	if err != nil {
+		return fmt.Errorf("git server: %w", err)
+	}
+	if _, err := f.git.CreateRepo(repoName, ""); err != nil {
+		return err
+	}
+	f.RepoURL = f.git.URL(repoName)
+	f.CredentialsDir = filepath.Join(f.Dir, "credentials", gitserver.Maintainer)
+	if err := writeCredentials(f.CredentialsDir, gitserver.Maintainer, f.git.Password(gitserver.Maintainer)); err != nil {
+		return err
+	}
+
+	f.CloneDir = filepath.Join(f.Dir, "fleet")
+	if _, err := f.run(ctx, "", f.flotilla(), "init", f.CloneDir, "--git"); err != nil {
+		return err
+	}
+	if _, err := f.run(ctx, "", f.flotilla(), "render", "--repo", f.CloneDir); err != nil {
+		return err
+	}
+	// A fresh render of the template changes nothing; commit if it did, so
+	// that the agents get what render produced.
+	if out, err := f.run(ctx, f.CloneDir, "git", "status", "--porcelain"); err != nil {
+		return err
+	} else if strings.TrimSpace(out) != "" {
+		if _, err := f.run(ctx, f.CloneDir, "git", "add", "-A"); err != nil {
+			return err
+		}
+		if _, err := f.run(ctx, f.CloneDir, "git", "commit", "-q", "-m", "Render the fleet"); err != nil {
+			return err
+		}
+	}
+	for _, args := range [][]string{
+		{"remote", "add", "origin", f.git.UserURL(repoName, gitserver.Maintainer)},
+		{"push", "-q", "-u", "origin", "main"},
+	} {
+		if _, err := f.run(ctx, f.CloneDir, "git", args...); err != nil {
+			return err
+		}
+	}
+	f.logf("fleet repo %s pushed (clone in %s)", f.RepoURL, f.CloneDir)
+	return nil
+}
+
+// startClusters starts every cluster at once: each is a handful of
+// processes, and they spend most of their start-up waiting.
+func (f *Fleet) startClusters(ctx context.Context) error {
+	crds := filepath.Join(f.Dir, "istio-crds.yaml")
+	if err := os.WriteFile(crds, istiocrds.YAML, 0o644); err != nil {
+		return err
+	}
+	f.clusters = make([]*testenv.Cluster, len(Clusters))
+	errs := make([]error, len(Clusters))
+	var wg sync.WaitGroup
+	for i, name := range Clusters {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cctx, cancel := context.WithTimeout(ctx, 2*testenv.StartTimeout)
+			defer cancel()
+			c, err := testenv.New(cctx, name, filepath.Join(f.Dir, "clusters", name), testenv.ClusterOptions{
+				Mode:    testenv.Full,
+				Volcano: true,
+				Nodes: append(testenv.Nodes(name+"-node", 2, testenv.NodeSpec{CPU: "32", Memory: "128Gi", Pods: 200}),
+					testenv.GPUNodes(name+"-gpu", 1, 4)...),
+			})
+			if err != nil {
+				errs[i] = fmt.Errorf("cluster %s: %w", name, err)
+				return
+			}
+			f.clusters[i] = c
+			// The template routes canary traffic with Istio; its CRDs stand
+			// in for a mesh (no Istio control plane runs here).
+			if err := c.ApplyCRDFiles(cctx, crds); err != nil {
+				errs[i] = fmt.Errorf("cluster %s: istio CRDs: %w", name, err)
+				return
+			}
+			if err := c.CreateNamespace(cctx, agentNamespace); err != nil {
+				errs[i] = fmt.Errorf("cluster %s: %w", name, err)
+				return
+			}
+			f.logf("cluster %s ready (%s)", name, c.StartDuration().Round(100*time.Millisecond))
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// startAgent runs flotilla-agent for cluster with the flags of the
+// DaemonSet (manifests/base), pointed at the local cluster and Git server.
+func (f *Fleet) startAgent(ctx context.Context, name string, c *testenv.Cluster) error {
+	dir := filepath.Join(f.Dir, "agents", name)
+	creds := filepath.Join(dir, "git-credentials")
+	user := gitserver.AgentUser(name)
+	if err := writeCredentials(creds, user, f.git.Password(user)); err != nil {
+		return err
+	}
+	a := &agentProcess{cluster: name, logPath: filepath.Join(dir, "agent.log"), done: make(chan struct{})}
+	logFile, err := os.Create(a.logPath)
+	if err != nil {
+		return err
+	}
+	a.cmd = exec.Command(filepath.Join(f.bin, "flotilla-agent"),
+		"--kubeconfig", c.AdminKubeconfig(),
+		"--cluster-name", name,
+		"--repo-url", f.RepoURL,
+		"--git-credentials-dir", creds,
+		"--cache-dir", filepath.Join(dir, "cache"),
+		"--namespace", agentNamespace,
+		"--identity", name+"-agent-0",
+		"--leader-elect",
+		"--interval", f.opts.Interval.String(),
+		"--poll-interval", "5s",
+		"--heartbeat-interval", "1m",
+		"--metrics-addr", "127.0.0.1:0",
+		"--health-addr", "127.0.0.1:0",
+		"--log-format", "json",
+	)
+	a.cmd.Stdout, a.cmd.Stderr = logFile, logFile
+	// An agent never outlives the demo, even when the demo is killed.
+	a.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
+	if err := a.cmd.Start(); err != nil {
+		logFile.Close()
+		return fmt.Errorf("agent %s: %w", name, err)
+	}
+	go func() {
+		_ = a.cmd.Wait()
+		logFile.Close()
+		close(a.done)
+	}()
+	f.agents = append(f.agents, a)
+	return nil
+}
+
+// WaitInSync polls `flotilla status` until every cluster is InSync at the
+// fleet repo's head, printing each change of a cluster's state.
+func (f *Fleet) WaitInSync(ctx context.Context, timeout time.Duration) (*status.FleetView, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	last := map[string]string{}
+	var view *status.FleetView
+	for {
+		for _, a := range f.agents {
+			select {
+			case <-a.done:
+				return nil, fmt.Errorf("agent %s exited: %s", a.cluster, tailFile(a.logPath, 20))
+			default:
+			}
+		}
+		v, err := f.Status(ctx)
+		if err == nil {
+			view = v
+			inSync := 0
+			for _, c := range v.Clusters {
+				line := fmt.Sprintf("%s %d/%d units ready", c.State, c.UnitsReady, c.UnitsTotal)
+				for _, u := range c.FailingUnits {
+					line += fmt.Sprintf("; %s: %s", u.Unit, u.Reason)
+				}
+				if last[c.Name] != line {
+					f.logf("  %-8s %s", c.Name, line)
+					last[c.Name] = line
+				}
+				if c.State == status.StateInSync {
+					inSync++
+				}
+			}
+			if inSync == len(Clusters) && len(v.Clusters) == len(Clusters) {
+				return v, nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			msg := "no status read"
+			if view != nil {
+				var states []string
+				for _, c := range view.Clusters {
+					states = append(states, c.Name+" "+string(c.State))
+				}
+				msg = strings.Join(states, ", ")
+			}
+			if err != nil {
+				msg += "; last error: " + err.Error()
+			}
+			return view, fmt.Errorf("fleet not in sync after %s (%s): %w", timeout, msg, ctx.Err())
+		case <-time.After(2 * time.Second):
+		}
+	}
+}
+
+// Status runs `flotilla status -o json` against the fleet repo.
+func (f *Fleet) Status(ctx context.Context) (*status.FleetView, error) {
+	out, err := f.run(ctx, "", f.flotilla(), f.StatusArgs("-o", "json")...)
+	if err != nil {
+		return nil, err
+	}
+	v := &status.FleetView{}
+	if err := json.Unmarshal([]byte(out), v); err != nil {
+		return nil, fmt.Errorf("flotilla status -o json: %w", err)
+	}
+	return v, nil
+}
+
+// StatusArgs are the arguments of `flotilla status` for this fleet.
+func (f *Fleet) StatusArgs(extra ...string) []string {
+	return append([]string{"status", "--repo", f.RepoURL, "--git-credentials-dir", f.CredentialsDir,
+		"--cache-dir", filepath.Join(f.Dir, "hub-cache")}, extra...)
+}
+
+// StatusTable is `flotilla status`'s table.
+func (f *Fleet) StatusTable(ctx context.Context) (string, error) {
+	return f.run(ctx, "", f.flotilla(), f.StatusArgs()...)
+}
+
+// Flotilla is the path of the flotilla binary used.
+func (f *Fleet) Flotilla() string { return f.flotilla() }
+
+func (f *Fleet) flotilla() string { return filepath.Join(f.bin, "flotilla") }
+
+// PIDs are the agents' and clusters' component processes, for checking
+// that Stop leaves none behind.
+func (f *Fleet) PIDs() []int {
+	var pids []int
+	for _, a := range f.agents {
+		if a.cmd.Process != nil {
+			pids = append(pids, a.cmd.Process.Pid)
+		}
+	}
+	for _, c := range f.clusters {
+		if c != nil {
+			pids = append(pids, c.PIDs()...)
+		}
+	}
+	sort.Ints(pids)
+	return pids
+}
+
+// Stop ends the agents (SIGTERM, then SIGKILL after 15s), the clusters and
+// the Git server, and removes the working directory when Start created it.
+// It is safe to call more than once.
+func (f *Fleet) Stop() error {
+	f.stopOnce.Do(func() {
+		var errs []error
+		for _, a := range f.agents {
+			_ = syscall.Kill(-a.cmd.Process.Pid, syscall.SIGTERM)
+		}
+		for _, a := range f.agents {
+			select {
+			case <-a.done:
+			case <-time.After(15 * time.Second):
+				_ = syscall.Kill(-a.cmd.Process.Pid, syscall.SIGKILL)
+				<-a.done
+			}
+		}
+		for _, c := range f.clusters {
+			if c != nil {
+				if err := c.Stop(); err != nil {
+					errs = append(errs, fmt.Errorf("cluster %s: %w", c.Name, err))
+				}
+			}
+		}
+		if f.git != nil {
+			f.git.Close()
+		}
+		if f.ownsDir && f.Dir != "" {
+			if err := os.RemoveAll(f.Dir); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		f.stopErr = errors.Join(errs...)
+	})
+	return f.stopErr
+}
+
+// run runs a command and returns its stdout; on failure the error holds
+// its stderr.
+func (f *Fleet) run(ctx context.Context, dir, name string, args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Dir = dir
+	// The demo must work on a machine without a Git identity.
+	cmd.Env = append(os.Environ(),
+		"GIT_AUTHOR_NAME=Flotilla Demo", "GIT_AUTHOR_EMAIL=demo@flotilla.invalid",
+		"GIT_COMMITTER_NAME=Flotilla Demo", "GIT_COMMITTER_EMAIL=demo@flotilla.invalid",
+		"GIT_TERMINAL_PROMPT=0")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return stdout.String(), fmt.Errorf("%s %s: %w: %s", filepath.Base(name), strings.Join(redactArgs(args), " "), err, strings.TrimSpace(stderr.String()))
+	}
+	return stdout.String(), nil
+}
+
+func (f *Fleet) logf(format string, args ...any) {
+	fmt.Fprintf(f.opts.Out, "%s  %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
+}
+
+// writeCredentials writes a Flux-shaped basic-auth Secret as files.
+func writeCredentials(dir, user, password string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "username"), []byte(user), 0o600); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, "password"), []byte(password), 0o600)
+}
+
+// redactArgs hides the password of a URL with credentials.
+func redactArgs(args []string) []string {
+	out := make([]string, len(args))
+	for i, a := range args {
+		if at := strings.Index(a, "@"); at > 0 && strings.HasPrefix(a, "http://") && strings.Contains(a[:at], ":") {
+			userEnd := strings.LastIndex(a[:at], ":")
+			a = a[:userEnd] + ":***" + a[at:]
+		}
+		out[i] = a
+	}
+	return out
+}
+
+func tailFile(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}

@@ -1,0 +1,588 @@
+package e2e_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/flotilla-gitops/flotilla/agent/metrics"
+	"github.com/flotilla-gitops/flotilla/agent/reconcile"
+	hubcmd "github.com/flotilla-gitops/flotilla/hub/cmd"
+	"github.com/flotilla-gitops/flotilla/pkg/apply"
+	"github.com/flotilla-gitops/flotilla/pkg/gitrepo"
+	"github.com/flotilla-gitops/flotilla/pkg/render"
+	"github.com/flotilla-gitops/flotilla/pkg/slice"
+	"github.com/flotilla-gitops/flotilla/pkg/status"
+	"github.com/flotilla-gitops/flotilla/test/gitserver"
+	"github.com/flotilla-gitops/flotilla/test/testenv"
+)
+
+// ---- fleet repositories ----
+
+// fleetRepo is a working directory pushed to a repository of the Git
+// server; push sends what changed since the last push as one commit.
+type fleetRepo struct {
+	srv  *gitserver.Server
+	name string
+	dir  string
+	url  string
+	last map[string]string // path → content at the last push
+}
+
+// newFleetRepo creates repository name on srv from dir (its initial commit).
+func newFleetRepo(t *testing.T, srv *gitserver.Server, name, dir string) *fleetRepo {
+	t.Helper()
+	r := &fleetRepo{srv: srv, name: name, dir: dir}
+	r.url = srv.MustCreateRepo(t, name, dir)
+	r.last = readTree(t, dir)
+	return r
+}
+
+// head is the branch revision in the agent's notation.
+func (r *fleetRepo) head() string { return "main@sha1:" + r.srv.Head(r.name, "main") }
+
+// push commits the working directory's changes as the maintainer.
+func (r *fleetRepo) push(t *testing.T, msg string) string {
+	t.Helper()
+	now := readTree(t, r.dir)
+	files := map[string]string{}
+	var deletes []string
+	for p, c := range now {
+		if old, ok := r.last[p]; !ok || old != c {
+			files[p] = c
+		}
+	}
+	for p := range r.last {
+		if _, ok := now[p]; !ok {
+			deletes = append(deletes, p)
+		}
+	}
+	sort.Strings(deletes)
+	r.srv.Commit(t, r.name, gitserver.Maintainer, files, deletes, msg)
+	r.last = now
+	return r.head()
+}
+
+// render runs the hub's `flotilla render` on the working directory.
+func (r *fleetRepo) render(t *testing.T) {
+	t.Helper()
+	hubRender(t, r.dir)
+}
+
+func (r *fleetRepo) write(t *testing.T, rel, content string) {
+	t.Helper()
+	p := filepath.Join(r.dir, filepath.FromSlash(rel))
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// remove deletes a file or directory of the working directory.
+func (r *fleetRepo) remove(t *testing.T, rel string) {
+	t.Helper()
+	if err := os.RemoveAll(filepath.Join(r.dir, filepath.FromSlash(rel))); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (r *fleetRepo) read(t *testing.T, rel string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(r.dir, filepath.FromSlash(rel)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// edit replaces old by new in a file, failing when old is absent.
+func (r *fleetRepo) edit(t *testing.T, rel, old, new string) {
+	t.Helper()
+	s := r.read(t, rel)
+	if !strings.Contains(s, old) {
+		t.Fatalf("%s does not contain %q", rel, old)
+	}
+	r.write(t, rel, strings.Replace(s, old, new, 1))
+}
+
+func readTree(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if d.Name() == ".git" {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !d.Type().IsRegular() {
+			return nil
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		out[filepath.ToSlash(rel)] = string(b)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func hubRender(t *testing.T, dir string) {
+	t.Helper()
+	root := hubcmd.NewRootCommand()
+	var out, errb bytes.Buffer
+	root.SetOut(&out)
+	root.SetErr(&errb)
+	root.SetArgs([]string{"render", "--repo", dir})
+	if err := root.ExecuteContext(context.Background()); err != nil {
+		t.Fatalf("flotilla render: %v\n%s%s", err, out.String(), errb.String())
+	}
+}
+
+// copyTemplate copies fleet-repo-template into a temporary directory.
+func copyTemplate(t *testing.T) string {
+	t.Helper()
+	src := filepath.Join(moduleRootDir(), "fleet-repo-template")
+	dst := t.TempDir()
+	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, p)
+		target := filepath.Join(dst, rel)
+		if d.IsDir() {
+			return os.MkdirAll(target, 0o755)
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(target, b, 0o644)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dst
+}
+
+// handUnit is a unit of a hand-written slice.
+type handUnit struct {
+	name      string
+	kind      slice.UnitKind
+	files     map[string]string // unit-dir-relative path → content
+	helm      *slice.HelmRelease
+	dependsOn []string
+	wait      bool
+	namespace string
+}
+
+// writeHandSlice writes rendered/<bucket>/<cluster>/ with slice.yaml and
+// the units' files into dir. Unit hashes cover the unit files.
+func writeHandSlice(t *testing.T, dir, cluster string, units []handUnit) {
+	t.Helper()
+	s := slice.Slice{APIVersion: slice.APIVersion, Kind: slice.Kind, Cluster: cluster}
+	for _, u := range units {
+		unitDir := slice.UnitDir(cluster, u.name)
+		h := sha256.New()
+		for _, p := range slices.Sorted(maps.Keys(u.files)) {
+			full := filepath.Join(dir, filepath.FromSlash(unitDir), filepath.FromSlash(p))
+			if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(full, []byte(u.files[p]), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			fmt.Fprintf(h, "%s\x00%d\x00%s", p, len(u.files[p]), u.files[p])
+		}
+		kind := u.kind
+		if kind == "" {
+			kind = slice.UnitKustomize
+		}
+		su := slice.Unit{
+			Name: u.name, Kind: kind, Path: unitDir, Helm: u.helm, DependsOn: u.dependsOn,
+			Prune: true, Wait: u.wait, Timeout: metav1.Duration{Duration: 2 * time.Minute},
+			Namespace: u.namespace, Hash: "sha256:" + hex.EncodeToString(h.Sum(nil)),
+		}
+		if su.Helm != nil {
+			su.Helm.Values = slice.UnitDir(cluster, u.name) + "/values.yaml"
+		}
+		s.Units = append(s.Units, su)
+	}
+	if err := s.Validate(); err != nil {
+		t.Fatalf("hand-written slice: %v", err)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "apiVersion: %s\nkind: %s\ncluster: %s\nunits:\n", s.APIVersion, s.Kind, s.Cluster)
+	for _, u := range s.Units {
+		fmt.Fprintf(&b, "- name: %s\n  kind: %s\n  path: %s\n", u.Name, u.Kind, u.Path)
+		if u.Helm != nil {
+			fmt.Fprintf(&b, "  helm:\n    chart: %s\n    releaseName: %s\n    values: %s\n", u.Helm.Chart, u.Helm.ReleaseName, u.Helm.Values)
+		}
+		if len(u.DependsOn) > 0 {
+			fmt.Fprintf(&b, "  dependsOn: [%s]\n", strings.Join(u.DependsOn, ", "))
+		}
+		fmt.Fprintf(&b, "  prune: %v\n  wait: %v\n  timeout: %s\n  hash: %s\n", u.Prune, u.Wait, u.Timeout.Duration, u.Hash)
+		if u.Namespace != "" {
+			fmt.Fprintf(&b, "  namespace: %s\n", u.Namespace)
+		}
+	}
+	p := filepath.Join(dir, filepath.FromSlash(slice.SlicePath(cluster)))
+	if err := os.WriteFile(p, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := slice.Read(dir, cluster); err != nil {
+		t.Fatalf("hand-written slice does not read back: %v", err)
+	}
+}
+
+// ---- the agent, in process ----
+
+// agentSpec configures an in-process agent.
+type agentSpec struct {
+	cluster  string
+	repo     *fleetRepo
+	cacheDir string // default: a new temporary directory
+	// namespace for inventories; created when missing.
+	namespace     string
+	interval      time.Duration
+	renderTimeout time.Duration
+	workers       int
+}
+
+// inprocAgent is the agent's loop wired like the binary does, in process.
+type inprocAgent struct {
+	t       *testing.T
+	spec    agentSpec
+	loop    *reconcile.Loop
+	applier *apply.Applier
+	counter *apply.WriteCounter
+	metrics *metrics.Metrics
+	logs    *syncBuffer
+
+	mu     sync.Mutex
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// syncBuffer collects logs from concurrent writers.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// credentialsDir writes a mounted-Secret-like directory for user.
+func credentialsDir(t *testing.T, user, password string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for name, v := range map[string]string{gitrepo.SecretUsername: user, gitrepo.SecretPassword: password} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(v+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// agentUser adds the cluster's agent user to the repo's server and returns
+// its credentials directory.
+func agentUser(t *testing.T, srv *gitserver.Server, cluster string) string {
+	t.Helper()
+	user := gitserver.AgentUser(cluster)
+	password := user + "-secret"
+	if err := srv.AddUser(user, password, gitserver.AgentRule(cluster)); err != nil {
+		t.Fatal(err)
+	}
+	return credentialsDir(t, user, password)
+}
+
+func newInprocAgent(t *testing.T, c *testenv.Cluster, spec agentSpec) *inprocAgent {
+	t.Helper()
+	if spec.cacheDir == "" {
+		spec.cacheDir = t.TempDir()
+	}
+	if spec.namespace == "" {
+		spec.namespace = "flotilla-" + spec.cluster
+	}
+	if spec.interval == 0 {
+		spec.interval = 3 * time.Second
+	}
+	if err := c.CreateNamespace(testCtx(t), spec.namespace); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	creds := agentUser(t, spec.repo.srv, spec.cluster)
+	auth, err := gitrepo.LoadAuth(creds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := c.RESTConfig()
+	cfg.QPS, cfg.Burst = 200, 400
+	counter := &apply.WriteCounter{}
+	counter.Wrap(cfg)
+	applier, err := apply.New(cfg, apply.Options{InventoryNamespace: spec.namespace, Cluster: spec.cluster, PollInterval: 500 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	disc, err := reconcile.NewKubeDiscovery(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &syncBuffer{}
+	m := metrics.New()
+	m.CountAPIRequests(counter)
+	loop, err := reconcile.New(reconcile.Config{
+		Cluster: spec.cluster,
+		Source: &gitrepo.Source{URL: spec.repo.url, Branch: "main", Auth: auth,
+			CacheDir: filepath.Join(spec.cacheDir, "git"), Timeout: 10 * time.Second},
+		Applier: applier, Discovery: disc,
+		Sink:     reconcile.FileSink{Path: filepath.Join(spec.cacheDir, "status.yaml")},
+		Metrics:  m,
+		Logger:   slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Interval: spec.interval, Workers: spec.workers,
+		Render:        render.Options{Limits: render.Limits{Timeout: spec.renderTimeout}},
+		ShutdownGrace: 5 * time.Second,
+		Identity:      "e2e", AgentVersion: "e2e",
+		Secrets: []string{auth.Password},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &inprocAgent{t: t, spec: spec, loop: loop, applier: applier, counter: counter, metrics: m, logs: logs}
+	t.Cleanup(func() {
+		a.stop()
+		if t.Failed() {
+			t.Logf("agent %s logs (tail):\n%s", spec.cluster, tail(logs.String(), 60))
+		}
+	})
+	return a
+}
+
+// start runs the loop in the background.
+func (a *inprocAgent) start() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.cancel != nil {
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	a.cancel, a.done = cancel, make(chan struct{})
+	go func(done chan struct{}) {
+		defer close(done)
+		_ = a.loop.Run(ctx)
+	}(a.done)
+}
+
+// stop ends the loop and waits for it.
+func (a *inprocAgent) stop() {
+	a.mu.Lock()
+	cancel, done := a.cancel, a.done
+	a.cancel = nil
+	a.mu.Unlock()
+	if cancel != nil {
+		cancel()
+		<-done
+	}
+}
+
+// cycle runs one cycle synchronously (the loop must not be running).
+func (a *inprocAgent) cycle() *status.ClusterStatus {
+	a.t.Helper()
+	st, err := a.loop.Cycle(testCtx(a.t))
+	a.t.Logf("cycle: revision %s applied %s error %v", st.FetchedRevision, st.AppliedRevision, err)
+	return st
+}
+
+// waitStatus polls the loop's status until cond holds.
+func (a *inprocAgent) waitStatus(timeout time.Duration, what string, cond func(*status.ClusterStatus) bool) *status.ClusterStatus {
+	a.t.Helper()
+	var last *status.ClusterStatus
+	waitFor(a.t, timeout, what, func() (bool, string) {
+		last = a.loop.Status()
+		if last == nil {
+			return false, "no status yet"
+		}
+		return cond(last), describeStatus(last)
+	})
+	return last
+}
+
+// waitApplied waits until every unit is Ready at revision.
+func (a *inprocAgent) waitApplied(timeout time.Duration, revision string) *status.ClusterStatus {
+	a.t.Helper()
+	return a.waitStatus(timeout, "every unit Ready at "+revision, func(st *status.ClusterStatus) bool {
+		return st.AppliedRevision == revision && allUnitsReady(st)
+	})
+}
+
+// ---- status helpers ----
+
+func unitOf(st *status.ClusterStatus, name string) *status.UnitStatus {
+	for i := range st.Units {
+		if st.Units[i].Name == name {
+			return &st.Units[i]
+		}
+	}
+	return nil
+}
+
+func condOf(conds []metav1.Condition, typ string) *metav1.Condition {
+	return apimeta.FindStatusCondition(conds, typ)
+}
+
+func unitIsReady(u *status.UnitStatus) bool {
+	if u == nil {
+		return false
+	}
+	c := condOf(u.Conditions, status.ConditionReady)
+	return c != nil && c.Status == metav1.ConditionTrue
+}
+
+func allUnitsReady(st *status.ClusterStatus) bool {
+	if len(st.Units) == 0 {
+		return false
+	}
+	for i := range st.Units {
+		if !unitIsReady(&st.Units[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+func describeStatus(st *status.ClusterStatus) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "desired=%s fetched=%s applied=%s lastError=%q\n", st.DesiredRevision, st.FetchedRevision, st.AppliedRevision, st.LastError)
+	for _, u := range st.Units {
+		c := condOf(u.Conditions, status.ConditionReady)
+		reason := "-"
+		if c != nil {
+			reason = string(c.Status) + "/" + c.Reason
+		}
+		fmt.Fprintf(&b, "  %s %s rev=%s objects=%d drift=%d err=%q\n", u.Name, reason, u.AppliedRevision, u.Objects, u.DriftCorrections, u.LastError)
+	}
+	return b.String()
+}
+
+// ---- waiting ----
+
+// waitFor polls cond every 200ms until it holds or timeout passes; then the
+// test fails with cond's last detail.
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	detail := ""
+	for {
+		var ok bool
+		ok, detail = cond()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s; last state:\n%s", timeout, what, detail)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func testCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// ---- cluster helpers ----
+
+func getDeployment(t *testing.T, k client.Client, ns, name string) (*appsv1.Deployment, error) {
+	t.Helper()
+	d := &appsv1.Deployment{}
+	err := k.Get(testCtx(t), client.ObjectKey{Namespace: ns, Name: name}, d)
+	return d, err
+}
+
+func deploymentAvailable(d *appsv1.Deployment) (bool, time.Time) {
+	for _, c := range d.Status.Conditions {
+		if c.Type == appsv1.DeploymentAvailable && c.Status == corev1.ConditionTrue {
+			return d.Status.ObservedGeneration >= d.Generation, c.LastTransitionTime.Time
+		}
+	}
+	return false, time.Time{}
+}
+
+// managedObjects lists the objects carrying flotilla's managed-by label in
+// namespace ns, as Kind/namespace/name → unit.
+func managedObjects(t *testing.T, k client.Client, namespaces ...string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	sel := client.MatchingLabels{apply.LabelManagedBy: apply.ManagedByValue}
+	for _, ns := range namespaces {
+		lists := []client.ObjectList{&appsv1.DeploymentList{}, &appsv1.StatefulSetList{}, &corev1.ServiceList{}, &corev1.ConfigMapList{}, &corev1.ServiceAccountList{}}
+		for _, l := range lists {
+			if err := k.List(testCtx(t), l, client.InNamespace(ns), sel); err != nil {
+				t.Fatal(err)
+			}
+			items, err := apimeta.ExtractList(l)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, it := range items {
+				o := it.(client.Object)
+				kind := strings.TrimSuffix(fmt.Sprintf("%T", l), "List")
+				kind = kind[strings.LastIndex(kind, ".")+1:]
+				out[kind+"/"+o.GetNamespace()+"/"+o.GetName()] = o.GetLabels()[apply.LabelUnit]
+			}
+		}
+	}
+	return out
+}
+
+func reconcileReadStatus(cacheDir string) (*status.ClusterStatus, error) {
+	return reconcile.ReadStatusFile(filepath.Join(cacheDir, "status.yaml"))
+}

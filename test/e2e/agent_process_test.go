@@ -1,0 +1,469 @@
+package e2e_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/flotilla-gitops/flotilla/pkg/apply"
+	"github.com/flotilla-gitops/flotilla/pkg/slice"
+	"github.com/flotilla-gitops/flotilla/pkg/status"
+	"github.com/flotilla-gitops/flotilla/test/testenv"
+)
+
+// agentProc is a flotilla-agent process.
+type agentProc struct {
+	t        *testing.T
+	identity string
+	cacheDir string
+	logPath  string
+	cmd      *exec.Cmd
+	done     chan struct{}
+	exitCode int
+}
+
+// startAgentProc runs bin/flotilla-agent against cluster c with the
+// admin kubeconfig; args are appended to the common ones.
+func startAgentProc(t *testing.T, c *testenv.Cluster, repo *fleetRepo, cluster, namespace, identity, cacheDir, creds string, args ...string) *agentProc {
+	t.Helper()
+	p := &agentProc{t: t, identity: identity, cacheDir: cacheDir, logPath: filepath.Join(t.TempDir(), identity+".log"), done: make(chan struct{})}
+	logFile, err := os.Create(p.logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := append([]string{
+		"--kubeconfig", c.AdminKubeconfig(),
+		"--cluster-name", cluster, "--repo-url", repo.url, "--git-credentials-dir", creds,
+		"--cache-dir", cacheDir, "--namespace", namespace, "--identity", identity,
+		"--metrics-addr", "127.0.0.1:0", "--health-addr", "127.0.0.1:0",
+		"--log-format", "json", "--log-level", "debug", "--shutdown-grace", "5s",
+	}, args...)
+	p.cmd = exec.Command(agentBinary(t), all...)
+	p.cmd.Stdout, p.cmd.Stderr = logFile, logFile
+	// Never outlive the test binary.
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		err := p.cmd.Wait()
+		logFile.Close()
+		p.exitCode = 0
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			p.exitCode = ee.ExitCode()
+		}
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		p.kill()
+		if t.Failed() {
+			b, _ := os.ReadFile(p.logPath)
+			t.Logf("agent %s log (tail):\n%s", identity, tail(string(b), 40))
+		}
+	})
+	return p
+}
+
+func (p *agentProc) running() bool {
+	select {
+	case <-p.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// kill sends SIGKILL and waits for the process to end.
+func (p *agentProc) kill() {
+	if p.running() {
+		_ = p.cmd.Process.Signal(syscall.SIGKILL)
+	}
+	<-p.done
+}
+
+// terminate sends SIGTERM and returns the exit code.
+func (p *agentProc) terminate(timeout time.Duration) int {
+	p.t.Helper()
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+		return p.exitCode
+	case <-time.After(timeout):
+		p.t.Fatalf("agent %s did not stop within %s of SIGTERM", p.identity, timeout)
+		return -1
+	}
+}
+
+// logRecords returns the process's JSON log records.
+func (p *agentProc) logRecords() []map[string]any {
+	f, err := os.Open(p.logPath)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	var out []map[string]any
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		rec := map[string]any{}
+		if json.Unmarshal(sc.Bytes(), &rec) == nil {
+			out = append(out, rec)
+		}
+	}
+	return out
+}
+
+func (p *agentProc) countLogs(msg string) int {
+	n := 0
+	for _, r := range p.logRecords() {
+		if r["msg"] == msg {
+			n++
+		}
+	}
+	return n
+}
+
+// addr is the address the agent logged for server ("metrics" or "probes").
+func (p *agentProc) addr(server string) string {
+	p.t.Helper()
+	var addr string
+	waitFor(p.t, 30*time.Second, server+" address of "+p.identity, func() (bool, string) {
+		for _, r := range p.logRecords() {
+			if r["msg"] == "listening" && r["server"] == server {
+				addr, _ = r["addr"].(string)
+				return true, ""
+			}
+		}
+		return false, "not logged yet"
+	})
+	return addr
+}
+
+func (p *agentProc) get(server, path string) (int, string) {
+	p.t.Helper()
+	resp, err := http.Get("http://" + p.addr(server) + path)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// metric returns the value of an unlabelled metric line ("name value").
+func (p *agentProc) metric(name string) (float64, bool) {
+	p.t.Helper()
+	code, body := p.get("metrics", "/metrics")
+	if code != http.StatusOK {
+		return 0, false
+	}
+	for _, line := range strings.Split(body, "\n") {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			return f, err == nil
+		}
+	}
+	return 0, false
+}
+
+func (p *agentProc) status() *status.ClusterStatus {
+	st, err := reconcileReadStatus(p.cacheDir)
+	if err != nil {
+		return nil
+	}
+	return st
+}
+
+func (p *agentProc) waitStatus(timeout time.Duration, what string, cond func(*status.ClusterStatus) bool) *status.ClusterStatus {
+	p.t.Helper()
+	var st *status.ClusterStatus
+	waitFor(p.t, timeout, what, func() (bool, string) {
+		st = p.status()
+		if st == nil {
+			return false, "no status file yet"
+		}
+		return cond(st), describeStatus(st)
+	})
+	return st
+}
+
+func leaseHolder(t *testing.T, k client.Client, ns, name string) string {
+	t.Helper()
+	l := &coordinationv1.Lease{}
+	if err := k.Get(testCtx(t), client.ObjectKey{Namespace: ns, Name: name}, l); err != nil {
+		if apierrors.IsNotFound(err) {
+			return ""
+		}
+		t.Fatal(err)
+	}
+	if l.Spec.HolderIdentity == nil {
+		return ""
+	}
+	return *l.Spec.HolderIdentity
+}
+
+// TestAgentLeaderElection runs two agent processes on one Lease: one
+// reconciles, the other stands by (ready, not applying) and takes over
+// within the lease duration when the first is killed; a SIGTERM ends the
+// new leader cleanly and releases the lease.
+func TestAgentLeaderElection(t *testing.T) {
+	c := agentCluster(t)
+	k := c.Client()
+	srv := agentGit(t)
+	const cluster, ns, agentNS = "leader", "leader-app", "flotilla-leader"
+	dir := t.TempDir()
+	writeHandSlice(t, dir, cluster, []handUnit{settingsUnit(ns, "blue")})
+	repo := newFleetRepo(t, srv, cluster, dir)
+	if err := c.CreateNamespace(testCtx(t), agentNS); err != nil {
+		t.Fatal(err)
+	}
+	creds := agentUser(t, srv, cluster)
+	const leaseDuration, retry = 4 * time.Second, time.Second
+	args := []string{"--interval", "2s", "--leader-elect",
+		"--leader-election-lease-duration", leaseDuration.String(), "--leader-election-renew-deadline", "3s",
+		"--leader-election-retry-period", retry.String()}
+	procs := map[string]*agentProc{
+		"agent-a": startAgentProc(t, c, repo, cluster, agentNS, "agent-a", t.TempDir(), creds, args...),
+		"agent-b": startAgentProc(t, c, repo, cluster, agentNS, "agent-b", t.TempDir(), creds, args...),
+	}
+
+	began := time.Now()
+	step := func(what string) { t.Logf("%6.2fs %s", time.Since(began).Seconds(), what) }
+	var leader, follower *agentProc
+	waitFor(t, time.Minute, "a leader", func() (bool, string) {
+		h := leaseHolder(t, k, agentNS, "flotilla-agent")
+		leader = procs[h]
+		return leader != nil, "holder " + h
+	})
+	for id, p := range procs {
+		if id != leader.identity {
+			follower = p
+		}
+	}
+	step(leader.identity + " leads")
+	rev := repo.head()
+	leader.waitStatus(time.Minute, "the leader to apply", func(st *status.ClusterStatus) bool {
+		return st.AppliedRevision == rev && allUnitsReady(st) && st.Agent.Identity == leader.identity
+	})
+	step("the leader applied")
+	// The follower is ready (standing by), does not reconcile, and says so.
+	if code, body := follower.get("probes", "/readyz"); code != http.StatusOK {
+		t.Errorf("follower /readyz: %d %s", code, body)
+	}
+	if code, _ := leader.get("probes", "/readyz"); code != http.StatusOK {
+		t.Errorf("leader /readyz: %d", code)
+	}
+	if v, ok := follower.metric("flotilla_leader"); !ok || v != 0 {
+		t.Errorf("follower flotilla_leader = %v (%v)", v, ok)
+	}
+	if v, ok := leader.metric("flotilla_leader"); !ok || v != 1 {
+		t.Errorf("leader flotilla_leader = %v (%v)", v, ok)
+	}
+	if n := follower.countLogs("cycle finished"); n != 0 || follower.status() != nil {
+		t.Errorf("the follower reconciled (%d cycles)", n)
+	}
+
+	// The leader dies; the follower takes over within the lease duration
+	// (plus the retry period at which it looks).
+	leader.kill()
+	killed := time.Now()
+	waitFor(t, leaseDuration+2*retry+5*time.Second, "the follower to take the lease", func() (bool, string) {
+		h := leaseHolder(t, k, agentNS, "flotilla-agent")
+		return h == follower.identity, "holder " + h
+	})
+	took := time.Since(killed)
+	t.Logf("lease taken over %s after the leader was killed (lease duration %s)", took.Round(10*time.Millisecond), leaseDuration)
+	if took > leaseDuration+2*retry {
+		t.Errorf("takeover took %s, more than the lease duration %s plus two retry periods", took, leaseDuration)
+	}
+	follower.waitStatus(time.Minute, "the new leader to reconcile", func(st *status.ClusterStatus) bool {
+		return st.AppliedRevision == rev && allUnitsReady(st) && st.Agent.Identity == follower.identity
+	})
+	step("the new leader applied")
+	editColor(t, k, ns, "red")
+	waitColor(t, k, ns, "blue", 20*time.Second)
+	step("the new leader corrected drift")
+
+	// SIGTERM: a clean exit that releases the lease.
+	if code := follower.terminate(30 * time.Second); code != 0 {
+		t.Errorf("exit code %d after SIGTERM, want 0", code)
+	}
+	step("the new leader stopped")
+	if h := leaseHolder(t, k, agentNS, "flotilla-agent"); h != "" {
+		t.Errorf("lease still held by %q after a clean shutdown", h)
+	}
+}
+
+// killUnits is a slice of a namespace unit and n app units of four objects
+// each (the Flux benchmark shape, Deployments with 0 replicas).
+func killUnits(ns string, n int) []handUnit {
+	units := []handUnit{{name: "namespace", files: map[string]string{
+		"kustomization.yaml": "resources:\n  - ns.yaml\n",
+		"ns.yaml":            "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: " + ns + "\n",
+	}}}
+	for i := 1; i <= n; i++ {
+		name := fmt.Sprintf("app-%02d", i)
+		units = append(units, handUnit{name: name, dependsOn: []string{"namespace"}, namespace: ns, files: map[string]string{
+			"kustomization.yaml": "namespace: " + ns + "\nresources:\n  - objects.yaml\n",
+			"objects.yaml":       fourObjects(name),
+		}})
+	}
+	return units
+}
+
+func fourObjects(name string) string {
+	return strings.ReplaceAll(`apiVersion: v1
+kind: ServiceAccount
+metadata:
+  name: NAME
+---
+apiVersion: v1
+kind: Service
+metadata:
+  name: NAME
+spec:
+  selector:
+    app: NAME
+  ports:
+    - port: 80
+---
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: NAME
+data:
+  unit: NAME
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: NAME
+spec:
+  replicas: 0
+  selector:
+    matchLabels:
+      app: NAME
+  template:
+    metadata:
+      labels:
+        app: NAME
+    spec:
+      serviceAccountName: NAME
+      containers:
+        - name: main
+          image: nginx:1.27
+`, "NAME", name)
+}
+
+// TestAgentKilledMidApply kills the agent process while it applies a slice
+// (slowly: one worker, a low API rate), removes half the units in Git, and
+// restarts it: it converges, and nothing it ever created is left without
+// an inventory entry of a unit still in the slice.
+func TestAgentKilledMidApply(t *testing.T) {
+	c := agentCluster(t)
+	k := c.Client()
+	srv := agentGit(t)
+	const cluster, ns, agentNS = "killme", "killme-apps", "flotilla-killme"
+	const units, keep = 30, 15
+	dir := t.TempDir()
+	writeHandSlice(t, dir, cluster, killUnits(ns, units))
+	repo := newFleetRepo(t, srv, cluster, dir)
+	if err := c.CreateNamespace(testCtx(t), agentNS); err != nil {
+		t.Fatal(err)
+	}
+	creds := agentUser(t, srv, cluster)
+	cache := t.TempDir()
+	began := time.Now()
+	step := func(what string) { t.Logf("%6.2fs %s", time.Since(began).Seconds(), what) }
+
+	slow := startAgentProc(t, c, repo, cluster, agentNS, "slow", cache, creds,
+		"--interval", "2s", "--workers", "1", "--kube-api-qps", "8", "--kube-api-burst", "1")
+	inventories := func() []corev1.ConfigMap {
+		l := &corev1.ConfigMapList{}
+		if err := k.List(testCtx(t), l, client.InNamespace(agentNS), client.HasLabels{"flotilla.dev/inventory-unit"}); err != nil {
+			t.Fatal(err)
+		}
+		return l.Items
+	}
+	waitFor(t, 2*time.Minute, "a few units applied", func() (bool, string) {
+		n := len(inventories())
+		return n >= 6, fmt.Sprintf("%d inventories", n)
+	})
+	slow.kill()
+	step("killed")
+	invs := inventories()
+	pending := 0
+	for _, cm := range invs {
+		if strings.Contains(cm.Data["objects"], "\n- ") || strings.HasPrefix(cm.Data["objects"], "- ") {
+			pending++
+		}
+	}
+	t.Logf("killed with %d of %d units started, %d inventories with pending entries", len(invs), units+1, pending)
+	if len(invs) >= units+1 {
+		t.Fatalf("the agent finished before it was killed; slow it down")
+	}
+
+	// Half the units leave the slice, among them ones applied before the kill.
+	for i := keep + 1; i <= units; i++ {
+		repo.remove(t, slice.UnitDir(cluster, fmt.Sprintf("app-%02d", i)))
+	}
+	writeHandSlice(t, dir, cluster, killUnits(ns, keep))
+	rev := repo.push(t, "remove half the units")
+
+	step("pushed")
+	p := startAgentProc(t, c, repo, cluster, agentNS, "restarted", cache, creds, "--interval", "2s")
+	st := p.waitStatus(2*time.Minute, "convergence after the restart", func(st *status.ClusterStatus) bool {
+		return st.AppliedRevision == rev && allUnitsReady(st) && len(st.Units) == keep+1
+	})
+
+	step("converged")
+	// Nothing orphaned: every managed object belongs to a unit of the
+	// slice and is in that unit's inventory; every inventory entry exists.
+	objs := managedObjects(t, k, ns)
+	if len(objs) != 4*keep {
+		t.Errorf("%d managed objects in %s, want %d", len(objs), ns, 4*keep)
+	}
+	for id, unit := range objs {
+		var n int
+		if _, err := fmt.Sscanf(unit, "app-%02d", &n); err != nil || n < 1 || n > keep {
+			t.Errorf("%s belongs to unit %q, which left the slice", id, unit)
+		}
+	}
+	if n := len(inventories()); n != keep+1 {
+		t.Errorf("%d inventories, want %d", n, keep+1)
+	}
+	applier, err := apply.New(c.RESTConfig(), apply.Options{InventoryNamespace: agentNS})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range st.Units {
+		chk, err := applier.Check(context.Background(), u.Name, nil)
+		if err != nil || !chk.UpToDate(u.Hash, true) {
+			t.Errorf("unit %s: inventory does not match the cluster: %+v %v", u.Name, chk, err)
+		}
+		if u.Name != "namespace" && chk.ManagedObjects != 4 {
+			t.Errorf("unit %s: %d objects in its inventory", u.Name, chk.ManagedObjects)
+		}
+	}
+	if code := p.terminate(30 * time.Second); code != 0 {
+		t.Errorf("exit code %d after SIGTERM", code)
+	}
+}

@@ -1,0 +1,262 @@
+package e2e_test
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/flotilla-gitops/flotilla/pkg/plan"
+)
+
+var updatePlanGolden = flag.Bool("update", false, "rewrite the golden files under testdata/")
+
+// planScenario is an edit of the fleet-repo-template: base edits are
+// committed on main (with `flotilla render`), head edits on the branch
+// "feature" on top of it.
+type planScenario struct {
+	name       string
+	base, head map[string]string // path → content; "" deletes
+	// edit changes head files in place (old → new in path).
+	edit []planFileEdit
+	// mustNotContain are strings no output may contain (Secret values).
+	mustNotContain []string
+}
+
+type planFileEdit struct{ path, old, new string }
+
+const planBackendSecretKustomization = `apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+resources:
+  - deployment.yaml
+  - secret.yaml
+`
+
+func planBackendSecret(password string) string {
+	return `apiVersion: v1
+kind: Secret
+metadata:
+  name: backend-db
+type: Opaque
+stringData:
+  username: backend
+  password: ` + password + `
+data:
+  token: c2VjcmV0LXRva2Vu
+`
+}
+
+var planScenarios = []planScenario{
+	{
+		name: "values-change",
+		edit: []planFileEdit{{"apps/redis-cache/app.yaml", "maxMemory: 64mb", "maxMemory: 128mb"}},
+	},
+	{
+		name: "replica-redivision",
+		edit: []planFileEdit{{"apps/nginx/app.yaml", "weight: 3", "weight: 1"}},
+	},
+	{
+		name: "app-added-to-fleet",
+		edit: []planFileEdit{{"apps/redis-cache/app.yaml", "            type: cloud\n", "            type: cloud\n    - name: edge\n      destination:\n        fleet: edge\n"}},
+	},
+	{
+		name: "app-removed",
+		head: map[string]string{"apps/iot-collector": ""},
+	},
+	{
+		name: "secret-change",
+		base: map[string]string{
+			"apps/backend/base/kustomization.yaml": planBackendSecretKustomization,
+			"apps/backend/base/secret.yaml":        planBackendSecret("s3cr3t-before"),
+		},
+		head: map[string]string{
+			"apps/backend/base/secret.yaml": planBackendSecret("s3cr3t-after"),
+		},
+		mustNotContain: []string{"s3cr3t", "c2VjcmV0LXRva2Vu", "secret-token"},
+	},
+	{
+		name: "cluster-added",
+		head: map[string]string{"clusters/member3.yaml": `apiVersion: flotilla.dev/v1alpha1
+kind: Cluster
+metadata:
+  name: member3
+  labels:
+    env: staging
+    region: us-west-2
+    type: cloud
+    provider: aws
+spec:
+  kubernetesVersion: v1.35.0
+`},
+	},
+}
+
+// TestPlanGolden plans each scenario over the fleet-repo-template and
+// compares text, Markdown and JSON with testdata/plan/<scenario>.*
+// (go test ./test/e2e -run TestPlanGolden -update rewrites them).
+func TestPlanGolden(t *testing.T) {
+	template := filepath.Join(planModuleRoot(t), "fleet-repo-template")
+	for _, sc := range planScenarios {
+		t.Run(sc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			planCopyDir(t, template, dir)
+			planGit(t, dir, "init", "-q", "-b", "main")
+			planWriteFiles(t, dir, sc.base)
+			planRenderCommit(t, dir, "base")
+			planGit(t, dir, "checkout", "-q", "-b", "feature")
+			planWriteFiles(t, dir, sc.head)
+			for _, e := range sc.edit {
+				p := filepath.Join(dir, filepath.FromSlash(e.path))
+				old := planReadFile(t, p)
+				if !strings.Contains(old, e.old) {
+					t.Fatalf("%s has no %q: the template changed, update the scenario", e.path, e.old)
+				}
+				planWriteFiles(t, dir, map[string]string{e.path: strings.Replace(old, e.old, e.new, 1)})
+			}
+			planRenderCommit(t, dir, sc.name)
+
+			p, err := plan.Compute(context.Background(), plan.Options{
+				RepoDir: dir, Base: "main", Head: "feature", MaskKey: []byte("golden"),
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p.Empty() {
+				t.Fatal("the plan is empty")
+			}
+			// Commit hashes change with any edit of the template; the golden
+			// files hold fixed ones.
+			if len(p.Base.Commit) != 40 || len(p.Head.Commit) != 40 {
+				t.Fatalf("commits %q and %q", p.Base.Commit, p.Head.Commit)
+			}
+			p.Base.Commit, p.Head.Commit = strings.Repeat("1", 40), strings.Repeat("2", 40)
+			if len(p.Warnings) > 0 {
+				t.Errorf("warnings: %q", p.Warnings)
+			}
+			outputs := map[string]string{}
+			for ext, format := range map[string]string{"txt": plan.FormatText, "md": plan.FormatMarkdown, "json": plan.FormatJSON} {
+				var b bytes.Buffer
+				if err := plan.Write(&b, p, format, plan.FormatOptions{}); err != nil {
+					t.Fatal(err)
+				}
+				outputs[ext] = b.String()
+				for _, secret := range sc.mustNotContain {
+					if strings.Contains(b.String(), secret) {
+						t.Errorf("%s output contains the Secret value %q", format, secret)
+					}
+				}
+				planGolden(t, filepath.Join("testdata", "plan", sc.name+"."+ext), b.String())
+			}
+			checkPlanScenario(t, sc.name, p, outputs)
+		})
+	}
+}
+
+// checkScenario asserts each scenario's point, so a wrong golden file
+// cannot be accepted silently with -update.
+func checkPlanScenario(t *testing.T, name string, p *plan.Plan, out map[string]string) {
+	t.Helper()
+	clusters := map[string]*plan.ClusterPlan{}
+	for i := range p.Clusters {
+		clusters[p.Clusters[i].Name] = &p.Clusters[i]
+	}
+	has := func(s, sub string) {
+		t.Helper()
+		if !strings.Contains(s, sub) {
+			t.Errorf("output lacks %q", sub)
+		}
+	}
+	switch name {
+	case "values-change":
+		has(out["txt"], "-        - 64mb\n")
+		has(out["txt"], "+        - 128mb\n")
+		if len(p.Clusters) != 2 || clusters["edge-1"] != nil {
+			t.Errorf("clusters %v, want member1 and member2 (redis-cache runs on cloud clusters)", planClusterNames(p))
+		}
+	case "replica-redivision":
+		want := "nginx: member1 3→2 replicas, member2 1→2"
+		if len(p.Notes) != 1 || p.Notes[0] != want {
+			t.Errorf("notes %q, want [%q]", p.Notes, want)
+		}
+		has(out["md"], want)
+	case "app-added-to-fleet":
+		c := clusters["edge-1"]
+		if c == nil || len(p.Clusters) != 1 || c.Counts.UnitsAdded != 1 || c.Units[0].Name != "redis-cache" {
+			t.Fatalf("want only redis-cache added on edge-1, got %+v", p.Summary)
+		}
+	case "app-removed":
+		for _, c := range p.Clusters {
+			if c.Counts.UnitsRemoved != 1 || c.Counts.UnitsAdded+c.Counts.UnitsChanged != 0 || c.Units[0].Name != "iot-collector" {
+				t.Errorf("cluster %s: %+v, want iot-collector removed only", c.Name, c.Counts)
+			}
+		}
+		if len(p.Clusters) != 3 {
+			t.Errorf("clusters %v, want all three", planClusterNames(p))
+		}
+	case "secret-change":
+		if p.Summary.ObjectsChanged != 2 || p.Summary.ObjectsAdded+p.Summary.ObjectsRemoved != 0 {
+			t.Errorf("summary %+v, want the Secret changed on the two backend clusters", p.Summary)
+		}
+		has(out["txt"], "-  password: '<masked: sha256:")
+		has(out["txt"], "+  password: '<masked: sha256:")
+		has(out["json"], `"token": "<masked: sha256:`)
+	case "cluster-added":
+		c := clusters["member3"]
+		if c == nil || len(p.Clusters) != 1 || c.Change != plan.Added || c.Counts.UnitsRemoved+c.Counts.UnitsChanged != 0 || c.Counts.UnitsAdded == 0 {
+			t.Fatalf("want member3 added with only added units, got %v", planClusterNames(p))
+		}
+		if c.Capabilities.KubeVersion != "v1.35.0" || c.Capabilities.Source != plan.FromCluster {
+			t.Errorf("capabilities %+v, want v1.35.0 from the Cluster file", c.Capabilities)
+		}
+	}
+}
+
+func planClusterNames(p *plan.Plan) []string {
+	var out []string
+	for _, c := range p.Clusters {
+		out = append(out, c.Name)
+	}
+	return out
+}
+
+// golden compares got with the file, or rewrites it with -update.
+func planGolden(t *testing.T, path, got string) {
+	t.Helper()
+	if *updatePlanGolden {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run with -update to create it)", err)
+	}
+	if string(want) != got {
+		t.Errorf("%s differs from the output (run with -update to accept):\n%s", path, planFirstDifference(string(want), got))
+	}
+}
+
+func planFirstDifference(want, got string) string {
+	wl, gl := strings.Split(want, "\n"), strings.Split(got, "\n")
+	for i := 0; i < len(wl) || i < len(gl); i++ {
+		var w, g string
+		if i < len(wl) {
+			w = wl[i]
+		}
+		if i < len(gl) {
+			g = gl[i]
+		}
+		if w != g {
+			return "line " + strconv.Itoa(i+1) + ":\n  want: " + w + "\n  got:  " + g
+		}
+	}
+	return ""
+}

@@ -1,0 +1,281 @@
+package e2e_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/pem"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ProtonMail/go-crypto/openpgp"
+	"github.com/ProtonMail/go-crypto/openpgp/armor"
+	"golang.org/x/crypto/ssh"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/flotilla-gitops/flotilla/pkg/gitrepo"
+	"github.com/flotilla-gitops/flotilla/pkg/status"
+	"github.com/flotilla-gitops/flotilla/test/gitserver"
+)
+
+// verifyKey is a commit signing key and its public half.
+type verifyKey struct {
+	signer gitrepo.Signer
+	public string
+}
+
+func verifySSHKey(t *testing.T, comment string) verifyKey {
+	t.Helper()
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	block, err := ssh.MarshalPrivateKey(priv, comment)
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer, err := gitrepo.ParseSigningKey(pem.EncodeToMemory(block), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, err := ssh.NewPublicKey(priv.Public())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return verifyKey{signer: signer, public: strings.TrimSpace(string(ssh.MarshalAuthorizedKey(pub))) + " " + comment + "\n"}
+}
+
+func verifyPGPKey(t *testing.T, name string) verifyKey {
+	t.Helper()
+	e, err := openpgp.NewEntity(name, "", strings.ToLower(name)+"@example.com", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	armored := func(typ string, write func(w io.Writer) error) []byte {
+		var b bytes.Buffer
+		w, err := armor.Encode(&b, typ, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := write(w); err != nil {
+			t.Fatal(err)
+		}
+		w.Close()
+		return b.Bytes()
+	}
+	priv := armored(openpgp.PrivateKeyType, func(w io.Writer) error { return e.SerializePrivate(w, nil) })
+	pub := armored(openpgp.PublicKeyType, func(w io.Writer) error { return e.Serialize(w) })
+	signer, err := gitrepo.ParseSigningKey(priv, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return verifyKey{signer: signer, public: string(pub)}
+}
+
+// verifyFleet is a one-cluster fleet whose only application is a ConfigMap
+// holding value, in a namespace of the cluster's own.
+func verifyFleet(cluster, value string) map[string]string {
+	return map[string]string{
+		"clusters/" + cluster + ".yaml": "apiVersion: flotilla.dev/v1alpha1\nkind: Cluster\nmetadata:\n  name: " + cluster + "\n  labels:\n    env: " + cluster + "\n",
+		"fleets/" + cluster + ".yaml":   "apiVersion: flotilla.dev/v1alpha1\nkind: Fleet\nmetadata:\n  name: " + cluster + "\nspec:\n  selector:\n    matchLabels:\n      env: " + cluster + "\n  namespaces:\n    - name: " + cluster + "-app\n",
+		"apps/settings/app.yaml": "apiVersion: flotilla.dev/v1alpha1\nkind: Application\nmetadata:\n  name: settings\nspec:\n  source:\n    manifests:\n      path: manifests\n  namespace: " + cluster + "-app\n" +
+			"  syncPolicies:\n    - name: all\n      destination:\n        fleet: " + cluster + "\n",
+		"apps/settings/manifests/configmap.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\ndata:\n  value: " + value + "\n",
+	}
+}
+
+// verifyRig is a fleet repo on the Git server, its working directory and
+// an agent process verifying commits against keysDir.
+type verifyRig struct {
+	t       *testing.T
+	cluster string
+	repo    *fleetRepo
+	keysDir string
+	agent   *agentProc
+}
+
+func newVerifyRig(t *testing.T, cluster, mode string, trusted ...verifyKey) *verifyRig {
+	t.Helper()
+	c := agentCluster(t)
+	srv := agentGit(t)
+	dir := t.TempDir()
+	planWriteFiles(t, dir, verifyFleet(cluster, "initial"))
+	hubRender(t, dir)
+	r := &verifyRig{t: t, cluster: cluster, repo: newFleetRepo(t, srv, cluster, dir), keysDir: t.TempDir()}
+	r.trust(trusted...)
+	agentNS := "flotilla-" + cluster
+	if err := c.CreateNamespace(testCtx(t), agentNS); err != nil {
+		t.Fatal(err)
+	}
+	creds := agentUser(t, srv, cluster)
+	r.agent = startAgentProc(t, c, r.repo, cluster, agentNS, cluster, t.TempDir(), creds,
+		"--interval", "2s", "--verify-mode", mode, "--verify-keys-dir", r.keysDir)
+	return r
+}
+
+// trust replaces the keys directory's content, as updating the mounted
+// Secret does (a new file renamed into place).
+func (r *verifyRig) trust(keys ...verifyKey) {
+	r.t.Helper()
+	entries, _ := os.ReadDir(r.keysDir)
+	for _, e := range entries {
+		os.Remove(filepath.Join(r.keysDir, e.Name()))
+	}
+	for i, k := range keys {
+		tmp := filepath.Join(r.keysDir, ".tmp")
+		if err := os.WriteFile(tmp, []byte(k.public), 0o600); err != nil {
+			r.t.Fatal(err)
+		}
+		if err := os.Rename(tmp, filepath.Join(r.keysDir, "key-"+string(rune('a'+i)))); err != nil {
+			r.t.Fatal(err)
+		}
+	}
+}
+
+// commit changes the ConfigMap's value, renders, and pushes the change to
+// main as one commit, signed by k (unsigned when k is nil).
+func (r *verifyRig) commit(value string, k *verifyKey) string {
+	r.t.Helper()
+	planWriteFiles(r.t, r.repo.dir, map[string]string{"apps/settings/manifests/configmap.yaml": verifyFleet(r.cluster, value)["apps/settings/manifests/configmap.yaml"]})
+	hubRender(r.t, r.repo.dir)
+	if k == nil {
+		return r.repo.push(r.t, "unsigned change to "+value)
+	}
+	now := readTree(r.t, r.repo.dir)
+	files := map[string][]byte{}
+	for p, c := range now {
+		if old, ok := r.repo.last[p]; !ok || old != c {
+			files[p] = []byte(c)
+		}
+	}
+	for p := range r.repo.last {
+		if _, ok := now[p]; !ok {
+			files[p] = nil
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	res, err := gitrepo.PushFiles(ctx, r.repo.url, "refs/heads/main", files, "signed change to "+value,
+		gitrepo.Signature{Name: "Fleet Maintainer", Email: "maintainer@example.com"},
+		gitrepo.PushOptions{Auth: gitrepo.Auth{Username: gitserver.Maintainer, Password: r.repo.srv.Password(gitserver.Maintainer)}, Signer: k.signer})
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	r.repo.last = now
+	return "main@sha1:" + res.Hash
+}
+
+// value is the live ConfigMap's value ("" when absent).
+func (r *verifyRig) value() string {
+	r.t.Helper()
+	cm := &corev1.ConfigMap{}
+	if err := agentCluster(r.t).Client().Get(testCtx(r.t), client.ObjectKey{Namespace: r.cluster + "-app", Name: "settings"}, cm); err != nil {
+		return ""
+	}
+	return cm.Data["value"]
+}
+
+func (r *verifyRig) waitApplied(rev, value string) *status.ClusterStatus {
+	r.t.Helper()
+	st := r.agent.waitStatus(2*time.Minute, "applied "+rev, func(st *status.ClusterStatus) bool {
+		return st.AppliedRevision == rev && st.Verification != nil && st.Verification.Verified
+	})
+	if got := r.value(); got != value {
+		r.t.Errorf("live value %q after %s, want %q", got, rev, value)
+	}
+	return st
+}
+
+// waitRefused waits until status reports rev refused, then checks over a
+// few more cycles that the cluster kept value.
+func (r *verifyRig) waitRefused(rev, reason, value string) *status.ClusterStatus {
+	r.t.Helper()
+	st := r.agent.waitStatus(2*time.Minute, "refused "+rev, func(st *status.ClusterStatus) bool {
+		return st.FetchedRevision == rev && st.Verification != nil && !st.Verification.Verified &&
+			strings.Contains(st.LastError, "("+reason+")")
+	})
+	if c := condOf(st.Conditions, status.ConditionReady); c == nil || c.Reason != status.ReasonVerificationFailed {
+		r.t.Errorf("Ready condition %+v, want reason %s", c, status.ReasonVerificationFailed)
+	}
+	time.Sleep(5 * time.Second) // two more cycles
+	if got := r.value(); got != value {
+		r.t.Errorf("live value %q while %s is refused, want %q", got, rev, value)
+	}
+	if st := r.agent.status(); st == nil || st.AppliedRevision == rev {
+		r.t.Errorf("the refused revision %s is reported applied", rev)
+	}
+	if n, ok := r.agent.metric(`flotilla_verification_failures_total{reason="` + reason + `"}`); !ok || n < 1 {
+		r.t.Errorf("flotilla_verification_failures_total{reason=%q} = %v (found %v), want ≥ 1", reason, n, ok)
+	}
+	return st
+}
+
+// TestVerifyHeadMode: an agent in head mode applies a head signed by a
+// trusted key (SSH or OpenPGP), refuses an unsigned head and one signed by
+// an untrusted key — the cluster keeps the last accepted revision, status
+// and the metric say why — and accepts that head once its key is added to
+// the keys directory, without a restart.
+func TestVerifyHeadMode(t *testing.T) {
+	alice, bob := verifySSHKey(t, "alice@example.com"), verifyPGPKey(t, "Bob")
+	r := newVerifyRig(t, "verify-head", "head", alice)
+	pid := r.agent.cmd.Process.Pid
+
+	// The repository's first commit is unsigned: nothing is applied.
+	r.waitRefused(r.repo.head(), "unsigned", "")
+
+	rev := r.commit("signed-by-alice", &alice)
+	st := r.waitApplied(rev, "signed-by-alice")
+	if !strings.Contains(st.Verification.Signer, "alice@example.com") || st.Verification.Mode != "head" {
+		t.Errorf("verification %+v", st.Verification)
+	}
+
+	unsigned := r.commit("unsigned", nil)
+	r.waitRefused(unsigned, "unsigned", "signed-by-alice")
+
+	byBob := r.commit("signed-by-bob", &bob)
+	st = r.waitRefused(byBob, "untrusted_signer", "signed-by-alice")
+	if strings.Contains(st.LastError, "PRIVATE KEY") || strings.Contains(st.Verification.Message, "BEGIN PGP") {
+		t.Error("key material in status")
+	}
+
+	// Key rotation: the Secret now trusts Bob (and no longer Alice).
+	r.trust(bob)
+	st = r.waitApplied(byBob, "signed-by-bob")
+	if !strings.Contains(st.Verification.Signer, "Bob") {
+		t.Errorf("verification %+v", st.Verification)
+	}
+	if !r.agent.running() || r.agent.cmd.Process.Pid != pid {
+		t.Error("the agent restarted")
+	}
+}
+
+// TestVerifyStrictMode: in strict mode the first accepted commit is the
+// head alone; later, a trusted head over an unsigned ancestor is refused,
+// while every-commit-signed history is applied.
+func TestVerifyStrictMode(t *testing.T) {
+	alice := verifySSHKey(t, "alice@example.com")
+	r := newVerifyRig(t, "verify-strict", "strict", alice)
+
+	first := r.commit("first", &alice) // over the unsigned initial commit
+	st := r.waitApplied(first, "first")
+	if !strings.Contains(st.Verification.Message, "first accepted commit") {
+		t.Errorf("verification %+v", st.Verification)
+	}
+
+	r.commit("signed-1", &alice)
+	second := r.commit("signed-2", &alice)
+	r.waitApplied(second, "signed-2")
+
+	r.commit("sneaked-in", nil)
+	head := r.commit("signed-on-top", &alice)
+	st = r.waitRefused(head, "unsigned", "signed-2")
+	if !strings.Contains(st.Verification.Message, "not signed") {
+		t.Errorf("verification %+v", st.Verification)
+	}
+}

@@ -1,0 +1,525 @@
+package statuse2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/flotilla-gitops/flotilla/agent/reconcile"
+	hubcmd "github.com/flotilla-gitops/flotilla/hub/cmd"
+	"github.com/flotilla-gitops/flotilla/pkg/apply"
+	"github.com/flotilla-gitops/flotilla/pkg/gitrepo"
+	"github.com/flotilla-gitops/flotilla/pkg/render"
+	"github.com/flotilla-gitops/flotilla/pkg/status"
+	"github.com/flotilla-gitops/flotilla/test/gitserver"
+	"github.com/flotilla-gitops/flotilla/test/testenv"
+)
+
+func TestMain(m *testing.M) {
+	render.ServeWorkerIfRequested()
+	ctrllog.SetLogger(logr.Discard())
+	os.Exit(m.Run())
+}
+
+var clusters = []string{"alpha", "beta", "gamma"}
+
+// Timing: heartbeats every 2s; a cluster is Unreachable after 4 × 3s of
+// silence.
+const (
+	heartbeat    = 2 * time.Second
+	loopInterval = 2 * time.Second
+	unreachable  = 12 * time.Second
+)
+
+var fleetFiles = map[string]string{
+	"fleets/e2e.yaml": `apiVersion: flotilla.dev/v1alpha1
+kind: Fleet
+metadata:
+  name: e2e
+spec:
+  selector:
+    matchLabels:
+      env: e2e
+  namespaces:
+    - name: status-e2e
+  healthCheck:
+    interval: 3s
+    failureThreshold: 4
+`,
+	"apps/settings/manifests/settings.yaml": `apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: settings
+data:
+  color: blue
+`,
+	"apps/settings/app.yaml": appYAML(`
+    - name: all
+      destination:
+        fleet: e2e
+`),
+}
+
+func appYAML(policies string) string {
+	return `apiVersion: flotilla.dev/v1alpha1
+kind: Application
+metadata:
+  name: settings
+spec:
+  source:
+    manifests:
+      path: manifests
+  namespace: status-e2e
+  timeout: 1m
+  syncPolicies:` + policies
+}
+
+// brokenForBeta sends beta a patch the API server refuses (an invalid
+// label value); alpha and gamma get the plain source.
+const brokenForBeta = `
+    - name: most
+      destination:
+        clusters: [alpha, gamma]
+    - name: beta
+      destination:
+        clusters: [beta]
+      overrides:
+        patches:
+          - target:
+              kind: ConfigMap
+              name: settings
+            patch: |
+              - op: add
+                path: /metadata/labels
+                value:
+                  broken: "not a valid label!"
+`
+
+// ---- the fleet repo ----
+
+type fleetRepo struct {
+	srv  *gitserver.Server
+	dir  string
+	last map[string]string
+}
+
+func (r *fleetRepo) write(t *testing.T, rel, content string) {
+	t.Helper()
+	p := filepath.Join(r.dir, filepath.FromSlash(rel))
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// render runs `flotilla render` on the working directory.
+func (r *fleetRepo) render(t *testing.T) {
+	t.Helper()
+	if out, code := flotilla(t, "render", "--repo", r.dir); code != hubcmd.ExitOK {
+		t.Fatalf("flotilla render: exit %d\n%s", code, out)
+	}
+}
+
+// push commits what changed since the last push, as the maintainer.
+func (r *fleetRepo) push(t *testing.T, msg string) string {
+	t.Helper()
+	now := readTree(t, r.dir)
+	files := map[string]string{}
+	var deletes []string
+	for p, c := range now {
+		if old, ok := r.last[p]; !ok || old != c {
+			files[p] = c
+		}
+	}
+	for p := range r.last {
+		if _, ok := now[p]; !ok {
+			deletes = append(deletes, p)
+		}
+	}
+	sort.Strings(deletes)
+	hash := r.srv.Commit(t, "fleet", gitserver.Maintainer, files, deletes, msg)
+	r.last = now
+	return hash
+}
+
+func readTree(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		out[filepath.ToSlash(rel)] = string(b)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// ---- agents ----
+
+// agent is the agent loop, wired as the binary wires it, with the status
+// writer as its sink.
+type agent struct {
+	name   string
+	loop   *reconcile.Loop
+	writer *status.Writer
+	logs   *syncBuffer
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func agentAuth(srv *gitserver.Server, cluster string) gitrepo.Auth {
+	user := gitserver.AgentUser(cluster)
+	return gitrepo.Auth{Username: user, Password: srv.Password(user)}
+}
+
+func startAgent(t *testing.T, c *testenv.Cluster, srv *gitserver.Server, name string) *agent {
+	t.Helper()
+	ctx := context.Background()
+	if err := c.CreateNamespace(ctx, "flotilla-system"); err != nil {
+		t.Fatal(err)
+	}
+	auth := agentAuth(srv, name)
+	applier, err := apply.New(c.RESTConfig(), apply.Options{InventoryNamespace: "flotilla-system", Cluster: name, PollInterval: 500 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := status.NewWriter(status.WriterOptions{
+		Cluster: name, URL: srv.URL("fleet"), Auth: auth, Timeout: 20 * time.Second,
+		HeartbeatInterval: heartbeat, RetryBackoff: gitrepo.Backoff{Initial: 200 * time.Millisecond, Max: 2 * time.Second},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &syncBuffer{}
+	loop, err := reconcile.New(reconcile.Config{
+		Cluster: name,
+		Source: &gitrepo.Source{URL: srv.URL("fleet"), Branch: "main", Auth: auth,
+			CacheDir: filepath.Join(t.TempDir(), "git"), Timeout: 20 * time.Second},
+		Applier:  applier,
+		Sink:     w,
+		Logger:   slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Interval: loopInterval, ShutdownGrace: 5 * time.Second,
+		Identity: name + "-agent", AgentVersion: "e2e",
+		Secrets: []string{auth.Password},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	a := &agent{name: name, loop: loop, writer: w, logs: logs, cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(a.done)
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() { defer wg.Done(); _ = w.Run(runCtx) }()
+		_ = loop.Run(runCtx)
+		wg.Wait()
+	}()
+	t.Cleanup(func() {
+		a.stop()
+		if t.Failed() {
+			t.Logf("agent %s logs (tail):\n%s", name, tail(logs.String(), 30))
+		}
+	})
+	return a
+}
+
+// stop ends the agent: no cycle, no heartbeat any more.
+func (a *agent) stop() {
+	if a.cancel != nil {
+		a.cancel()
+		<-a.done
+		a.cancel = nil
+	}
+}
+
+func tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// ---- the hub ----
+
+// flotilla runs the hub CLI in process and returns its output and exit code.
+func flotilla(t *testing.T, args ...string) (string, int) {
+	t.Helper()
+	root := hubcmd.NewRootCommand()
+	var out bytes.Buffer
+	root.SetOut(&out)
+	root.SetErr(&out)
+	root.SetArgs(args)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := root.ExecuteContext(ctx); err != nil {
+		fmt.Fprintln(&out, "error:", err)
+		return out.String(), hubcmd.ExitError
+	}
+	return out.String(), hubcmd.ExitOK
+}
+
+type hub struct {
+	url, creds, cache string
+}
+
+func (h hub) args(extra ...string) []string {
+	return append([]string{"--repo", h.url, "--git-credentials-dir", h.creds, "--cache-dir", h.cache}, extra...)
+}
+
+func (h hub) fleet(t *testing.T) (*status.FleetView, error) {
+	t.Helper()
+	out, code := flotilla(t, append([]string{"status"}, h.args("-o", "json")...)...)
+	if code != hubcmd.ExitOK {
+		return nil, errors.New(out)
+	}
+	var v status.FleetView
+	if err := json.Unmarshal([]byte(out), &v); err != nil {
+		return nil, fmt.Errorf("%w\n%s", err, out)
+	}
+	return &v, nil
+}
+
+// waitFleet reads `flotilla status` until cond holds.
+func (h hub) waitFleet(t *testing.T, timeout time.Duration, what string, cond func(map[string]status.ClusterView, *status.FleetView) bool) *status.FleetView {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	var last *status.FleetView
+	var lastErr error
+	for time.Now().Before(deadline) {
+		v, err := h.fleet(t)
+		if err == nil {
+			last = v
+			byName := map[string]status.ClusterView{}
+			for _, c := range v.Clusters {
+				byName[c.Name] = c
+			}
+			if cond(byName, v) {
+				return v
+			}
+		}
+		lastErr = err
+		time.Sleep(time.Second)
+	}
+	table := ""
+	if last != nil {
+		var b bytes.Buffer
+		_ = status.WriteFleet(&b, last, status.FormatTable)
+		table = b.String()
+	}
+	t.Fatalf("timed out after %v waiting for %s; last read error: %v\nlast view:\n%s", timeout, what, lastErr, table)
+	return nil
+}
+
+func credentialsDir(t *testing.T, user, password string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for name, v := range map[string]string{gitrepo.SecretUsername: user, gitrepo.SecretPassword: password} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(v+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+func states(byName map[string]status.ClusterView) string {
+	var parts []string
+	for _, n := range clusters {
+		parts = append(parts, n+"="+string(byName[n].State))
+	}
+	return strings.Join(parts, " ")
+}
+
+// TestStatusThroughGit is the issue's end-to-end scenario.
+func TestStatusThroughGit(t *testing.T) {
+	if testing.Short() {
+		t.Skip("three clusters")
+	}
+	srv := gitserver.Start(t, gitserver.ForgeConfig(clusters...))
+	repo := &fleetRepo{srv: srv, dir: t.TempDir()}
+	for p, c := range fleetFiles {
+		repo.write(t, p, c)
+	}
+	for _, c := range clusters {
+		repo.write(t, "clusters/"+c+".yaml", "apiVersion: flotilla.dev/v1alpha1\nkind: Cluster\nmetadata:\n  name: "+c+"\n  labels:\n    env: e2e\n")
+	}
+	repo.render(t)
+	srv.MustCreateRepo(t, "fleet", repo.dir)
+	repo.last = readTree(t, repo.dir)
+	h := hub{url: srv.URL("fleet"), creds: credentialsDir(t, gitserver.Maintainer, srv.Password(gitserver.Maintainer)), cache: t.TempDir()}
+
+	kube := testenv.StartClusters(t, len(clusters), testenv.ClusterOptions{Mode: testenv.Minimal})
+	agents := map[string]*agent{}
+	for i, name := range clusters {
+		agents[name] = startAgent(t, kube[i], srv, name)
+	}
+
+	// 1. After the render, all three are in sync.
+	c1 := srv.Head("fleet", "main")
+	h.waitFleet(t, 3*time.Minute, "all three InSync at the first commit", func(c map[string]status.ClusterView, v *status.FleetView) bool {
+		t.Logf("after render: %s", states(c))
+		for _, n := range clusters {
+			if c[n].State != status.StateInSync || status.RevisionHash(c[n].AppliedRevision) != c1 || c[n].UnitsReady != c[n].UnitsTotal || c[n].UnitsTotal < 2 {
+				return false
+			}
+		}
+		return v.Summary[status.StateInSync] == 3
+	})
+
+	// 2. A commit beta cannot apply: beta Failing with the reason, the
+	// others in sync at the new commit.
+	repo.write(t, "apps/settings/app.yaml", appYAML(brokenForBeta))
+	repo.write(t, "apps/settings/manifests/settings.yaml", strings.Replace(fleetFiles["apps/settings/manifests/settings.yaml"], "blue", "green", 1))
+	repo.render(t)
+	c2 := repo.push(t, "Green settings; a broken patch for beta")
+	v := h.waitFleet(t, 3*time.Minute, "beta Failing, alpha and gamma InSync at the second commit", func(c map[string]status.ClusterView, _ *status.FleetView) bool {
+		t.Logf("after the broken commit: %s", states(c))
+		return c["beta"].State == status.StateFailing &&
+			c["alpha"].State == status.StateInSync && status.RevisionHash(c["alpha"].AppliedRevision) == c2 &&
+			c["gamma"].State == status.StateInSync && status.RevisionHash(c["gamma"].AppliedRevision) == c2
+	})
+	var beta status.ClusterView
+	for _, c := range v.Clusters {
+		if c.Name == "beta" {
+			beta = c
+		}
+	}
+	if len(beta.FailingUnits) != 1 || beta.FailingUnits[0].Unit != "settings" || beta.FailingUnits[0].Reason != status.ReasonApplyFailed ||
+		!strings.Contains(beta.FailingUnits[0].Message, "Invalid value") {
+		t.Errorf("beta's failure: %+v", beta.FailingUnits)
+	}
+	table, _ := flotilla(t, append([]string{"status"}, h.args()...)...)
+	t.Logf("flotilla status:\n%s", table)
+	if !strings.Contains(table, "beta/settings: ApplyFailed") {
+		t.Errorf("the table does not show beta's failing unit:\n%s", table)
+	}
+	out, code := flotilla(t, append([]string{"status", "rollout", c2}, h.args("-o", "json")...)...)
+	var r status.RolloutView
+	if code != hubcmd.ExitOK || json.Unmarshal([]byte(out), &r) != nil {
+		t.Fatalf("status rollout: exit %d\n%s", code, out)
+	}
+	for _, c := range r.Clusters {
+		want := status.RolloutCompleted
+		if c.Name == "beta" {
+			want = status.RolloutFailed
+		}
+		if c.State != want {
+			t.Errorf("rollout of %s on %s: %s (%s), want %s", c2[:12], c.Name, c.State, c.Reason, want)
+		}
+	}
+
+	// 3. The server refuses an agent's push to main.
+	ctx := context.Background()
+	sneak := func(cluster, ref string) error {
+		_, err := gitrepo.PushFiles(ctx, srv.URL("fleet"), ref, map[string][]byte{"x.yaml": []byte("x: 1\n")}, "sneaky",
+			gitrepo.Signature{Name: cluster}, gitrepo.PushOptions{Auth: agentAuth(srv, cluster)})
+		return err
+	}
+	if err := sneak("alpha", "refs/heads/main"); !errors.Is(err, gitrepo.ErrRejected) {
+		t.Errorf("alpha's agent pushing main: %v, want ErrRejected", err)
+	}
+	if head := srv.Head("fleet", "main"); head != c2 {
+		t.Fatalf("main moved to %s", head)
+	}
+
+	// 4. gamma's agent stops: Unreachable after the fleet's threshold.
+	stopped := time.Now()
+	agents["gamma"].stop()
+	h.waitFleet(t, unreachable+time.Minute, "gamma Unreachable", func(c map[string]status.ClusterView, _ *status.FleetView) bool {
+		return c["gamma"].State == status.StateUnreachable && c["alpha"].State == status.StateInSync
+	})
+	if since := time.Since(stopped); since < unreachable-2*heartbeat {
+		t.Errorf("gamma turned Unreachable %v after its agent stopped, before the %v threshold", since, unreachable)
+	}
+
+	// Nor may alpha's agent write gamma's status (quiet now, so no race
+	// with gamma's own heartbeats blurs the answer).
+	if err := sneak("alpha", status.RefFor("gamma")); !errors.Is(err, gitrepo.ErrRejected) {
+		t.Errorf("alpha's agent pushing gamma's status ref: %v, want ErrRejected", err)
+	}
+
+	// 5. A forged status: someone with gamma's agent credentials commits a
+	// document claiming to be beta. gamma is flagged, beta is not touched.
+	claim := &status.ClusterStatus{Cluster: "beta", DesiredRevision: "main@sha1:" + c2, AppliedRevision: "main@sha1:" + c2, Heartbeat: v.Time}
+	data, err := status.Encode(claim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := gitrepo.PushFiles(ctx, srv.URL("fleet"), status.RefFor("gamma"), map[string][]byte{status.FileName: data}, "all good",
+		gitrepo.Signature{Name: "gamma"}, gitrepo.PushOptions{Auth: agentAuth(srv, "gamma")}); err != nil {
+		t.Fatal(err)
+	}
+	h.waitFleet(t, time.Minute, "gamma Untrusted, beta still Failing", func(c map[string]status.ClusterView, _ *status.FleetView) bool {
+		return c["gamma"].State == status.StateUntrusted && strings.Contains(c["gamma"].Reason, `claims to be cluster "beta"`) &&
+			c["beta"].State == status.StateFailing
+	})
+
+	// 6. The fix: alpha (whose push to main was refused) and beta apply it.
+	repo.write(t, "apps/settings/app.yaml", appYAML(strings.Split(brokenForBeta, "      overrides:")[0]))
+	repo.render(t)
+	c3 := repo.push(t, "Fix beta")
+	h.waitFleet(t, 3*time.Minute, "alpha and beta InSync at the fix", func(c map[string]status.ClusterView, _ *status.FleetView) bool {
+		t.Logf("after the fix: %s", states(c))
+		return c["alpha"].State == status.StateInSync && c["beta"].State == status.StateInSync &&
+			status.RevisionHash(c["beta"].AppliedRevision) == c3
+	})
+	table, _ = flotilla(t, append([]string{"status"}, h.args()...)...)
+	t.Logf("flotilla status at the end:\n%s", table)
+
+	// Every agent pushed only its own ref.
+	refs, err := srv.Refs("fleet")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for ref := range refs {
+		if ref != "refs/heads/main" && !strings.HasPrefix(ref, status.RefPrefix) {
+			t.Errorf("unexpected ref %s", ref)
+		}
+	}
+	if len(refs) != 1+len(clusters) {
+		t.Errorf("refs: %v", refs)
+	}
+}
