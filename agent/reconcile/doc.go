@@ -37,7 +37,8 @@
 // Run starts a cycle every Config.Interval (±Config.Jitter). Between
 // cycles it polls Git every Config.PollInterval (default: the interval); a
 // moved head starts a cycle at once, in which only changed (or drifted)
-// units are rendered and applied. When its context ends, Run lets the
+// units are rendered and applied. While Git fails, those polls back off
+// exponentially with jitter up to the interval (cycles keep their pace). When its context ends, Run lets the
 // current cycle finish for up to Config.ShutdownGrace, then cancels it
 // (pkg/apply records new objects before creating them, so an interrupted
 // apply orphans nothing). After each cycle Run returns freed memory to the

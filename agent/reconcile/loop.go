@@ -95,6 +95,9 @@ type Loop struct {
 	clusterConditions []metav1.Condition
 	appliedRevision   string
 	removed           map[string]*unitState // units that left the slice but whose delete failed
+	// syncFailures counts consecutive failed Git syncs; Run backs its
+	// polls off while Git fails (pollDelay).
+	syncFailures int
 
 	unitsMu sync.Mutex
 	units   map[string]*unitState
@@ -206,7 +209,7 @@ func (l *Loop) Run(ctx context.Context) error {
 			if wait <= 0 {
 				break
 			}
-			poll := Jitter(l.cfg.PollInterval, l.cfg.Jitter)
+			poll := pollDelay(l.cfg.PollInterval, l.cfg.Interval, l.cfg.Jitter, l.syncFailures)
 			if poll < wait {
 				wait = poll
 			}
@@ -228,6 +231,19 @@ func (l *Loop) Run(ctx context.Context) error {
 			}
 		}
 	}
+}
+
+// pollDelay is the wait before the next Git poll between cycles: the poll
+// interval (jittered) while Git answers; after failed syncs an
+// exponentially growing, jittered delay (gitrepo.Backoff) from the poll
+// interval up to the cycle interval, so that a fleet of agents does not
+// hammer a Git server that is down. Cycles, and with them drift
+// correction from the cached checkout, still run every interval.
+func pollDelay(poll, interval time.Duration, jitter float64, failures int) time.Duration {
+	if failures <= 0 || poll >= interval {
+		return Jitter(poll, jitter)
+	}
+	return gitrepo.Backoff{Initial: 2 * poll, Max: interval}.Delay(failures - 1)
 }
 
 // graceContext is a context that ends ShutdownGrace after parent ends.
@@ -252,6 +268,8 @@ func graceContext(parent context.Context, grace time.Duration) (context.Context,
 }
 
 // Jitter returns d changed by a random fraction in [-frac, +frac].
+// (fluxcd/pkg/runtime/jitter does the same, but importing it links
+// controller-runtime's manager and webhooks into the agent.)
 func Jitter(d time.Duration, frac float64) time.Duration {
 	if frac <= 0 || d <= 0 {
 		return d

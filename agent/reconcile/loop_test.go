@@ -69,6 +69,8 @@ type unit struct {
 	dependsOn []string
 	noPrune   bool
 	wait      bool
+	// allowEmpty lets the unit render no objects (and then prune all).
+	allowEmpty bool
 }
 
 // writeSlice writes the cluster's slice into dir, replacing the old one.
@@ -101,6 +103,9 @@ func writeSlice(t *testing.T, dir, clusterName string, units []unit) {
 			u.name, unitDir, !u.noPrune, u.wait, hex.EncodeToString(h.Sum(nil)))
 		if len(u.dependsOn) > 0 {
 			fmt.Fprintf(&b, "  dependsOn: [%s]\n", strings.Join(u.dependsOn, ", "))
+		}
+		if u.allowEmpty {
+			b.WriteString("  allowEmpty: true\n")
 		}
 	}
 	p := filepath.Join(dir, filepath.FromSlash(slice.SlicePath(clusterName)))
@@ -414,5 +419,55 @@ func TestLoopUnitsLeavingTheSliceHonourTheirPruneFlag(t *testing.T) {
 	units, err := e.applier.Units(context.Background())
 	if err != nil || strings.Join(units, ",") != "stay" {
 		t.Errorf("inventories left: %v %v", units, err)
+	}
+}
+
+// TestLoopEmptyRenderNeverPrunesUnlessAllowed: a unit whose new revision
+// renders no objects keeps everything it applied (no write at all) and
+// reports the stalled apply; with allowEmpty the same render prunes it.
+func TestLoopEmptyRenderNeverPrunesUnlessAllowed(t *testing.T) {
+	ns := "empty-apps"
+	e := newEnv(t, "empty", []unit{configMapUnit("cfg", ns, "v1"), configMapUnit("other", ns, "v1")}, nil)
+	if _, err := e.cycle(); err != nil {
+		t.Fatal(err)
+	}
+	empty := unit{name: "cfg", files: map[string]string{"kustomization.yaml": "resources: []\n"}}
+	e.push([]unit{empty, configMapUnit("other", ns, "v2")})
+	e.counter.Reset()
+	st, err := e.cycle()
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := unitStatus(st, "cfg")
+	if r := readyReason(u); r != "False/"+status.ReasonApplyFailed || !strings.Contains(u.LastError, "allowEmpty") {
+		t.Fatalf("empty unit: %s %+v", r, u)
+	}
+	if c := apimeta.FindStatusCondition(u.Conditions, status.ConditionStalled); c == nil || c.Status != "True" {
+		t.Errorf("empty unit not Stalled: %+v", u.Conditions)
+	}
+	if v, err := e.value("cfg"); err != nil || v != "v1" {
+		t.Fatalf("the empty render touched the unit's ConfigMap: %q %v", v, err)
+	}
+	// The independent unit went ahead: its object and inventory are the
+	// cycle's only writes.
+	if v, _ := e.value("other"); v != "v2" || readyReason(unitStatus(st, "other")) != "True/"+status.ReasonSucceeded {
+		t.Errorf("unit other: %q %s", v, readyReason(unitStatus(st, "other")))
+	}
+	if w := e.counter.Writes(); w != 2 {
+		t.Errorf("%d writes, want 2 (unit other's ConfigMap and inventory)", w)
+	}
+	inv, err := e.applier.Inventory(context.Background(), "cfg")
+	if err != nil || len(inv.Entries) != 1 {
+		t.Fatalf("inventory of the empty unit: %+v %v", inv, err)
+	}
+
+	empty.allowEmpty = true
+	e.push([]unit{empty, configMapUnit("other", ns, "v2")})
+	st, err = e.cycle()
+	if err != nil || readyReason(unitStatus(st, "cfg")) != "True/"+status.ReasonSucceeded {
+		t.Fatalf("allowEmpty: %v %s", err, readyReason(unitStatus(st, "cfg")))
+	}
+	if _, err := e.value("cfg"); !apierrors.IsNotFound(err) {
+		t.Errorf("allowEmpty did not prune the ConfigMap: %v", err)
 	}
 }

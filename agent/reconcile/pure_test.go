@@ -115,3 +115,24 @@ func TestSummarize(t *testing.T) {
 		t.Errorf("summarize: %q", got)
 	}
 }
+
+func TestPollDelayBacksOffWhileGitFails(t *testing.T) {
+	const poll, interval = 5 * time.Second, time.Minute
+	for range 200 {
+		if d := pollDelay(poll, interval, 0.1, 0); d < poll-poll/10 || d > poll+poll/10 {
+			t.Fatalf("healthy poll delay %s, want %s ±10%%", d, poll)
+		}
+	}
+	// Failure n waits between half and all of min(interval, 2·poll·2^(n-1)).
+	for failures, upper := range map[int]time.Duration{1: 10 * time.Second, 2: 20 * time.Second, 3: 40 * time.Second, 4: interval, 10: interval, 1000: interval} {
+		for range 200 {
+			if d := pollDelay(poll, interval, 0.1, failures); d < upper/2 || d > upper {
+				t.Fatalf("after %d failures: delay %s, want within [%s, %s]", failures, d, upper/2, upper)
+			}
+		}
+	}
+	// Polling once per interval: nothing to back off to.
+	if d := pollDelay(interval, interval, 0, 5); d != interval {
+		t.Fatalf("poll = interval: delay %s", d)
+	}
+}

@@ -7,8 +7,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"sort"
 	"strings"
 	"testing"
+
+	"gopkg.in/yaml.v3"
 
 	"github.com/flotilla-gitops/flotilla/pkg/plan"
 )
@@ -130,6 +134,47 @@ func TestPlanCommandExitCodesAndFormats(t *testing.T) {
 		t.Errorf("invalid head: exit %d\n%s", code, stderr)
 	}
 
+	// Valid inputs, but a unit that does not render at head (its
+	// kustomization names a missing file): exit 2, and the plan is still
+	// printed with the unit's error, as the agent would fail on it.
+	if err := os.WriteFile(app, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	kust := filepath.Join(dir, "apps", "nginx", "base", "kustomization.yaml")
+	kdata, err := os.ReadFile(kust)
+	if err != nil {
+		t.Fatal(err)
+	}
+	broken := strings.Replace(string(kdata), "  - service.yaml\n", "  - service.yaml\n  - missing.yaml\n", 1)
+	if broken == string(kdata) {
+		t.Fatal("the template's nginx kustomization changed: update the test")
+	}
+	if err := os.WriteFile(kust, []byte(broken), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, stderr, code = planCLI(t, "plan", "--repo", dir, "--base", "main", "-o", "json")
+	if code != ExitError {
+		t.Errorf("a unit failing at head: exit %d, want %d\n%s", code, ExitError, stderr)
+	}
+	p = plan.Plan{}
+	if err := json.Unmarshal([]byte(out), &p); err != nil || !p.Failed {
+		t.Fatalf("a unit failing at head: failed %v, %v\n%s", p.Failed, err, out)
+	}
+	failed := 0
+	for _, c := range p.Clusters {
+		for _, u := range c.Units {
+			if u.Name == "nginx" && strings.Contains(u.Error, "missing.yaml") {
+				failed++
+			}
+		}
+	}
+	if failed == 0 {
+		t.Errorf("no nginx unit with the render error in the plan: %+v", p.Summary)
+	}
+	if err := os.WriteFile(kust, kdata, 0o644); err != nil {
+		t.Fatal(err)
+	}
+
 	for _, args := range [][]string{
 		{"plan", "--repo", dir},                                     // no --base
 		{"plan", "--repo", dir, "--base", "main", "-o", "yaml"},     // unknown format
@@ -140,4 +185,116 @@ func TestPlanCommandExitCodesAndFormats(t *testing.T) {
 			t.Errorf("%v: exit %d, want %d\n%s", args, code, ExitError, stderr)
 		}
 	}
+}
+
+// TestTemplateCIRunsThePlan runs the flotilla commands of the template's CI
+// definitions, as written there, on a pull request of the template (the
+// CI variables replaced by what they hold on a forge): validate and
+// render --check pass, plan exits 1 (changes, which the scripts do not
+// treat as a failure) and writes the Markdown the scripts post, which
+// starts with the marker they find their previous comment by.
+func TestTemplateCIRunsThePlan(t *testing.T) {
+	dir := planTemplateRepo(t)
+	// A forge's checkout has the target branch as a remote branch.
+	planGit(t, dir, "update-ref", "refs/remotes/origin/main", "main")
+	out, err := exec.Command("git", "-C", dir, "rev-parse", "main").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mainSHA := strings.TrimSpace(string(out))
+	t.Chdir(dir) // CI runs in the checkout
+
+	for _, ci := range []struct {
+		file string
+		vars map[string]string
+	}{
+		{".github/workflows/flotilla.yml", map[string]string{"${{ github.base_ref }}": "main"}},
+		{".gitlab-ci.yml", map[string]string{"${CI_MERGE_REQUEST_DIFF_BASE_SHA}": mainSHA}},
+	} {
+		t.Run(ci.file, func(t *testing.T) {
+			data, err := os.ReadFile(ci.file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(string(data), "'"+plan.MarkdownMarker+"'") {
+				t.Errorf("%s does not look for its previous comment by the marker %q", ci.file, plan.MarkdownMarker)
+			}
+			var doc any
+			if err := yaml.Unmarshal(data, &doc); err != nil {
+				t.Fatalf("%s: %v", ci.file, err)
+			}
+			var ran []string
+			for _, line := range ciCommandLines(doc) {
+				args := ciArgs(t, line, ci.vars)
+				os.Remove("plan.md")
+				stdout, stderr, code := planCLI(t, args[1:]...)
+				want := ExitOK
+				if args[1] == "plan" {
+					want = ExitChanges
+				}
+				if code != want {
+					t.Fatalf("%s: exit %d, want %d\n%s%s", line, code, want, stdout, stderr)
+				}
+				if i := slices.Index(args, "--markdown-file"); i > 0 {
+					md, err := os.ReadFile(args[i+1])
+					if err != nil || !strings.HasPrefix(string(md), plan.MarkdownMarker) || len(md) > plan.DefaultMaxBytes ||
+						!strings.Contains(string(md), "nginx: member1 3→2 replicas, member2 1→2") {
+						t.Errorf("%s: the comment (%v):\n%s", line, err, md)
+					}
+				}
+				ran = append(ran, strings.Join(args[1:min(3, len(args))], " "))
+			}
+			for _, want := range []string{"validate", "render --check", "plan --base"} {
+				if !slices.Contains(ran, want) {
+					t.Errorf("%s runs %q, not flotilla %s", ci.file, ran, want)
+				}
+			}
+		})
+	}
+}
+
+// ciCommandLines are the shell lines of a CI definition that run flotilla,
+// wherever they are (GitHub steps' run, GitLab script entries).
+func ciCommandLines(node any) []string {
+	var out []string
+	switch n := node.(type) {
+	case string:
+		for _, line := range strings.Split(n, "\n") {
+			if line = strings.TrimSpace(line); strings.HasPrefix(line, "flotilla ") {
+				out = append(out, line)
+			}
+		}
+	case []any:
+		for _, v := range n {
+			out = append(out, ciCommandLines(v)...)
+		}
+	case map[string]any:
+		keys := make([]string, 0, len(n))
+		for k := range n {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			out = append(out, ciCommandLines(n[k])...)
+		}
+	}
+	return out
+}
+
+// ciArgs splits a CI shell line into arguments after replacing the CI
+// variables; a variable the test does not know fails it.
+func ciArgs(t *testing.T, line string, vars map[string]string) []string {
+	t.Helper()
+	s := line
+	for k, v := range vars {
+		s = strings.ReplaceAll(s, k, v)
+	}
+	if strings.ContainsAny(s, "$`|;&<>") {
+		t.Fatalf("%q: unknown CI variable or shell syntax", line)
+	}
+	args := strings.Fields(s)
+	for i, a := range args {
+		args[i] = strings.Trim(a, `"'`)
+	}
+	return args
 }

@@ -1,13 +1,18 @@
 package cmd
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
 
 	"github.com/flotilla-gitops/flotilla/pkg/gitrepo"
 	"github.com/flotilla-gitops/flotilla/pkg/status"
@@ -75,4 +80,117 @@ func TestStatusCommand(t *testing.T) {
 
 func readyCondition() metav1.Condition {
 	return metav1.Condition{Type: status.ConditionReady, Status: metav1.ConditionTrue, Reason: status.ReasonSucceeded, LastTransitionTime: metav1.Now()}
+}
+
+// TestStatusShardedRepos: agents commit to status repos chosen by
+// --status-repo-url's {shard} (status.ShardURL); `flotilla status
+// --status-repo …{shard}… --status-shards 2` reads every shard, from URLs
+// and from local directories, and shows each cluster's status.
+func TestStatusShardedRepos(t *testing.T) {
+	clusters := []string{"member1", "member2", "edge-1"}
+	const shards = 2
+	srv := gitserver.Start(t, gitserver.ForgeConfig(clusters...))
+	srv.MustCreateRepo(t, "fleet", templateDir)
+	bare := srv.RepoPath("fleet")
+	rev := "main@sha1:" + srv.Head("fleet", "main")
+	for i := 0; i < shards; i++ {
+		srv.MustCreateRepo(t, "status-"+strconv.Itoa(i), "")
+	}
+	urlTemplate := srv.URL("status-" + status.ShardPlaceholder)
+	used := map[int]bool{}
+	for _, c := range clusters {
+		url, err := status.ShardURL(urlTemplate, c, shards)
+		if err != nil {
+			t.Fatal(err)
+		}
+		used[status.Shard(c, shards)] = true
+		w, err := status.NewWriter(status.WriterOptions{Cluster: c, URL: url,
+			Auth: gitrepo.Auth{Username: gitserver.AgentUser(c), Password: srv.Password(gitserver.AgentUser(c))}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		doc := &status.ClusterStatus{Cluster: c, DesiredRevision: rev, AppliedRevision: rev,
+			Units: []status.UnitStatus{{Name: "web", AppliedRevision: rev, Conditions: []metav1.Condition{readyCondition()}}}}
+		if err := w.Publish(context.Background(), doc); err != nil {
+			t.Fatalf("%s: %v", c, err)
+		}
+	}
+	if len(used) != shards {
+		t.Fatalf("the clusters use shards %v; the test needs every one of %d", used, shards)
+	}
+	// Each status ref is in its shard's repo and nowhere else.
+	for i := 0; i < shards; i++ {
+		refs, err := srv.Refs("status-" + strconv.Itoa(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range clusters {
+			_, ok := refs[status.RefFor(c)]
+			if want := status.Shard(c, shards) == i; ok != want {
+				t.Errorf("shard %d holds %s's status: %v, want %v", i, c, ok, want)
+			}
+		}
+	}
+	if refs, _ := srv.Refs("fleet"); len(refs) != 1 {
+		t.Errorf("status reached the fleet repo: %v", refs)
+	}
+
+	creds := t.TempDir()
+	for name, v := range map[string]string{gitrepo.SecretUsername: gitserver.Maintainer, gitrepo.SecretPassword: srv.Password(gitserver.Maintainer)} {
+		if err := os.WriteFile(filepath.Join(creds, name), []byte(v), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name, args := range map[string][]string{
+		"urls":        {"--status-repo", urlTemplate, "--git-credentials-dir", creds, "--cache-dir", t.TempDir()},
+		"directories": {"--status-repo", srv.RepoPath("status-" + status.ShardPlaceholder)},
+	} {
+		stdout, stderr, code := runCLI(t, append([]string{"status", "--repo", bare, "--status-shards", "2", "-o", "yaml"}, args...)...)
+		if code != ExitOK {
+			t.Fatalf("%s: exit %d\n%s", name, code, stderr)
+		}
+		var v status.FleetView
+		if err := yaml.Unmarshal([]byte(stdout), &v); err != nil {
+			t.Fatalf("%s: -o yaml: %v\n%s", name, err, stdout)
+		}
+		if v.Summary[status.StateInSync] != len(clusters) || len(v.Clusters) != len(clusters) {
+			t.Errorf("%s: summary %v, want %d InSync\n%s", name, v.Summary, len(clusters), stdout)
+		}
+	}
+	// Without the status repos the fleet repo has no status at all.
+	stdout, _, _ := runCLI(t, "status", "--repo", bare, "-o", "json")
+	var v status.FleetView
+	if err := json.Unmarshal([]byte(stdout), &v); err != nil || v.Summary[status.StateNoStatus] != len(clusters) {
+		t.Errorf("status without --status-repo: %v %v", v.Summary, err)
+	}
+}
+
+// TestStatusWatch: --watch prints the view again every --interval until
+// the context ends, and then exits cleanly.
+func TestStatusWatch(t *testing.T) {
+	srv := gitserver.Start(t, gitserver.ForgeConfig())
+	srv.MustCreateRepo(t, "fleet", templateDir)
+	root := NewRootCommand()
+	var stdout, stderr bytes.Buffer
+	root.SetOut(&stdout)
+	root.SetErr(&stderr)
+	root.SetArgs([]string{"status", "--repo", srv.RepoPath("fleet"), "--watch", "--interval", "300ms"})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	start := time.Now()
+	if err := root.ExecuteContext(ctx); err != nil {
+		t.Fatalf("status --watch: %v\n%s", err, stderr.String())
+	}
+	if took := time.Since(start); took < 2*time.Second-100*time.Millisecond {
+		t.Errorf("--watch returned after %v, before its context ended", took)
+	}
+	out := stdout.String()
+	// The last view may be cut short by the end of the context.
+	views, tables := strings.Count(out, "\n--- "), strings.Count(out, "CLUSTER")
+	if tables < 2 || views-tables > 1 || strings.Count(out, "member1 ") != tables {
+		t.Errorf("%d views, %d tables in 2s at a 300ms interval; want at least 2 full tables:\n%s", views, tables, out)
+	}
+	if stderr.Len() != 0 {
+		t.Errorf("stderr: %s", stderr.String())
+	}
 }

@@ -14,7 +14,6 @@ import (
 	"github.com/fluxcd/pkg/ssa"
 	"golang.org/x/sync/errgroup"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -389,7 +388,7 @@ func (a *Applier) plan(ctx context.Context, u UnitRequest, ds []*desired, prev *
 			}
 		}
 		g.Go(func() error {
-			l, err := a.readLive(gctx, w.d)
+			l, err := a.readLive(gctx, w.d.obj.GroupVersionKind(), w.d.id)
 			lives[i] = l
 			return err
 		})
@@ -416,13 +415,15 @@ func (a *Applier) plan(ctx context.Context, u UnitRequest, ds []*desired, prev *
 			continue
 		}
 		live, wasChecked := checked[w]
-		switch {
-		case !wasChecked:
+		if !wasChecked {
 			toApply = append(toApply, w)
-		case live.exists && live.disabled:
+			continue
+		}
+		switch judgeLive(live, *w.prev, u.Name) {
+		case liveDisabled:
 			res.Disabled++
 			res.ChangeSet = append(res.ChangeSet, changeEntry(d, ssa.SkippedAction))
-		case live.exists && !live.deleting && live.fingerprint == w.prev.Fingerprint && ownedBy(live.labels, u.Name):
+		case liveUnchanged:
 			w.entry = w.prev
 			res.Unchanged++
 			res.ChangeSet = append(res.ChangeSet, changeEntry(d, ssa.UnchangedAction))
@@ -545,7 +546,7 @@ func (a *Applier) allAbsent(ctx context.Context, toApply []*work) (bool, error) 
 	g.SetLimit(a.opts.Concurrency)
 	for _, w := range toApply {
 		g.Go(func() error {
-			l, err := a.readLive(gctx, w.d)
+			l, err := a.readLive(gctx, w.d.obj.GroupVersionKind(), w.d.id)
 			if l.exists {
 				found.Store(true)
 			}
@@ -724,38 +725,4 @@ func (a *Applier) recreate(ctx context.Context, d *desired) error {
 		}
 		return false, err
 	})
-}
-
-// liveMeta is what the drift check needs of a live object.
-type liveMeta struct {
-	exists, deleting, disabled bool
-	fingerprint                string
-	labels                     map[string]string
-}
-
-func (a *Applier) liveFromMeta(m metav1.Object) liveMeta {
-	return liveMeta{
-		exists:      true,
-		deleting:    m.GetDeletionTimestamp() != nil,
-		disabled:    isDisabled(m.GetAnnotations()),
-		fingerprint: fingerprint(m.GetManagedFields(), a.opts.FieldManager),
-		labels:      m.GetLabels(),
-	}
-}
-
-// readLive reads one object's metadata (labels, annotations, managed
-// fields) without its spec.
-func (a *Applier) readLive(ctx context.Context, d *desired) (liveMeta, error) {
-	rctx, cancel := a.reqCtx(ctx)
-	defer cancel()
-	m := &metav1.PartialObjectMetadata{}
-	m.SetGroupVersionKind(d.obj.GroupVersionKind())
-	err := a.client.Get(rctx, client.ObjectKey{Namespace: d.id.Namespace, Name: d.id.Name}, m)
-	switch {
-	case apierrors.IsNotFound(err), meta.IsNoMatchError(err): // no such kind (yet): no such object
-		return liveMeta{}, nil
-	case err != nil:
-		return liveMeta{}, objectError("read", ErrApply, d.obj, err)
-	}
-	return a.liveFromMeta(m), nil
 }

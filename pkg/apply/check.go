@@ -4,9 +4,6 @@ import (
 	"context"
 
 	"golang.org/x/sync/errgroup"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // UnitCheck is what Check found about a unit without rendering it.
@@ -80,13 +77,13 @@ func (a *Applier) Check(ctx context.Context, unit string, obs *Observation) (*Un
 		}
 		if obs != nil {
 			if live, ok := obs.lookup(e.ID); ok {
-				drifted[i] = liveDrifted(live, e, unit)
+				drifted[i] = judgeLive(live, e, unit) == liveDrifted
 				continue
 			}
 		}
 		g.Go(func() error {
-			live, err := a.readLiveEntry(gctx, e)
-			drifted[i] = liveDrifted(live, e, unit)
+			live, err := a.readLive(gctx, e.GroupVersionKind(), e.ID)
+			drifted[i] = judgeLive(live, e, unit) == liveDrifted
 			return err
 		})
 	}
@@ -99,31 +96,4 @@ func (a *Applier) Check(ctx context.Context, unit string, obs *Observation) (*Un
 		}
 	}
 	return c, nil
-}
-
-// liveDrifted applies Apply's drift rule to one entry.
-func liveDrifted(live liveMeta, e Entry, unit string) bool {
-	switch {
-	case live.exists && live.disabled:
-		return false
-	case live.exists && !live.deleting && live.fingerprint == e.Fingerprint && ownedBy(live.labels, unit):
-		return false
-	}
-	return true
-}
-
-// readLiveEntry reads one inventory entry's live metadata.
-func (a *Applier) readLiveEntry(ctx context.Context, e Entry) (liveMeta, error) {
-	rctx, cancel := a.reqCtx(ctx)
-	defer cancel()
-	m := &metav1.PartialObjectMetadata{}
-	m.SetGroupVersionKind(e.GroupVersionKind())
-	err := a.client.Get(rctx, client.ObjectKey{Namespace: e.ID.Namespace, Name: e.ID.Name}, m)
-	switch {
-	case apierrors.IsNotFound(err):
-		return liveMeta{}, nil
-	case err != nil:
-		return liveMeta{}, &ObjectError{Op: "read", Group: e.ID.GroupKind.Group, Kind: e.ID.GroupKind.Kind, Namespace: e.ID.Namespace, Name: e.ID.Name, Class: ErrApply, Cause: err}
-	}
-	return a.liveFromMeta(m), nil
 }

@@ -84,22 +84,7 @@ func ResolveRevision(repoDir, rev string) (string, error) {
 // entry name is checked, so a hostile tree cannot write outside destDir
 // (go-git CVE-2023-49569).
 func ExportTree(ctx context.Context, repoDir, rev, destDir string) error {
-	r, err := openLocal(repoDir)
-	if err != nil {
-		return err
-	}
-	c, err := resolveCommit(r, rev)
-	if err != nil {
-		return err
-	}
-	tree, err := c.Tree()
-	if err != nil {
-		return fmt.Errorf("tree of %s: %w", c.Hash, err)
-	}
-	if err := prepareEmptyDir(destDir); err != nil {
-		return err
-	}
-	return writeTree(ctx, r.Storer, tree, destDir, nil)
+	return ExportPaths(ctx, repoDir, rev, destDir, nil)
 }
 
 func prepareEmptyDir(dir string) error {

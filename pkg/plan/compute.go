@@ -157,7 +157,7 @@ func Compute(ctx context.Context, opts Options) (*Plan, error) {
 	}
 	charts := opts.Charts
 	if charts == nil {
-		charts = vendorCharts
+		charts = render.VendorSliceCharts
 	}
 	err = both(func() error { return base.compile(ctx, selected, charts) }, func() error { return head.compile(ctx, selected, charts) })
 	if err != nil {
@@ -458,26 +458,6 @@ func selectClusters(base, head *fleet.Repo, clusters, fleets []string) (map[stri
 	return sel, nil
 }
 
-// vendorCharts adapts render.VendorCharts to the compiler's hook.
-func vendorCharts(ctx context.Context, root string, refs []slice.ChartRef) ([]slice.VendoredChart, error) {
-	in := make([]render.ChartRef, len(refs))
-	for i, r := range refs {
-		in[i] = render.ChartRef{Repo: r.Repo, Chart: r.Chart, Version: r.Version}
-	}
-	got, err := render.VendorCharts(ctx, root, in)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]slice.VendoredChart, len(got))
-	for i, v := range got {
-		out[i] = slice.VendoredChart{
-			Ref:     slice.ChartRef{Repo: v.Ref.Repo, Chart: v.Ref.Chart, Version: v.Ref.Version},
-			Version: v.Version,
-			Path:    v.Path,
-		}
-	}
-	return out, nil
-}
 
 // planner diffs the compiled sides cluster by cluster.
 type planner struct {

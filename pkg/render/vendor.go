@@ -402,3 +402,27 @@ func writeLock(root *os.Root, lock chartLock) error {
 	}
 	return root.Rename(tmp, ChartLockFile)
 }
+
+// VendorSliceCharts is VendorCharts in pkg/slice's types: the compiler's
+// chart hook (pkg/slice cannot import pkg/render, which imports it). The
+// hub's render and plan both compile through it.
+func VendorSliceCharts(ctx context.Context, repoRoot string, refs []slice.ChartRef) ([]slice.VendoredChart, error) {
+	in := make([]ChartRef, len(refs))
+	for i, r := range refs {
+		in[i] = ChartRef{Repo: r.Repo, Chart: r.Chart, Version: r.Version}
+	}
+	got, err := VendorCharts(ctx, repoRoot, in)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]slice.VendoredChart, len(got))
+	for i, v := range got {
+		out[i] = slice.VendoredChart{
+			Ref:     slice.ChartRef{Repo: v.Ref.Repo, Chart: v.Ref.Chart, Version: v.Ref.Version},
+			Version: v.Version,
+			Digest:  v.Digest,
+			Path:    v.Path,
+		}
+	}
+	return out, nil
+}

@@ -10,9 +10,11 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -225,17 +227,11 @@ func (c *compiler) run() (*Output, error) {
 			out.Scope = append(out.Scope, cl.Metadata.Name)
 		}
 	}
-	for i, cl := range clusters {
-		if err := c.ctx.Err(); err != nil {
-			return nil, err
-		}
-		if co := c.compileCluster(cl); co != nil {
-			out.Clusters = append(out.Clusters, co)
-		}
-		if c.opts.Progress != nil {
-			c.opts.Progress(i+1, len(clusters))
-		}
+	compiled, err := c.compileClusters(clusters)
+	if err != nil {
+		return nil, err
 	}
+	out.Clusters = compiled
 	if !c.errs.empty() {
 		return nil, c.errs.list()
 	}
@@ -613,9 +609,101 @@ func (c *compiler) digestApp(p *appPlan) error {
 	return nil
 }
 
-// compileCluster builds one cluster's slice; nil when it has errors
+// compileClusters compiles every cluster, in name order. Drafting a
+// cluster shares memoised units with the clusters before it, so it runs on
+// this goroutine, in order; finishing a draft (dependency order, slice.yaml,
+// the file list) is independent per cluster and runs on a bounded pool
+// alongside, so both cores work. Results and errors are kept by index, so
+// the output does not depend on scheduling.
+func (c *compiler) compileClusters(clusters []*fleet.Cluster) ([]*ClusterOutput, error) {
+	results := make([]*ClusterOutput, len(clusters))
+	cycles := make([]error, len(clusters))
+	drafts := make([]*clusterDraft, len(clusters))
+	var mu sync.Mutex
+	done := 0
+	progress := func() {
+		if c.opts.Progress == nil {
+			return
+		}
+		mu.Lock()
+		done++
+		c.opts.Progress(done, len(clusters))
+		mu.Unlock()
+	}
+	work := make(chan int, 256)
+	var wg sync.WaitGroup
+	for w := 0; w < runtime.GOMAXPROCS(0); w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range work {
+				results[i], cycles[i] = drafts[i].finish()
+				drafts[i] = nil
+				progress()
+			}
+		}()
+	}
+	var err error
+	for i, cl := range clusters {
+		if err = c.ctx.Err(); err != nil {
+			break
+		}
+		d := c.draftCluster(cl)
+		if d == nil {
+			progress()
+			continue
+		}
+		drafts[i] = d
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*ClusterOutput, 0, len(clusters))
+	for i, co := range results {
+		if cycles[i] != nil {
+			cl := clusters[i]
+			c.errs.add(cl.Source.File, cl.Source.Line, "", fleet.ErrDependencyCycle, cl.Metadata.Name, cycles[i].Error())
+			continue
+		}
+		if co != nil {
+			out = append(out, co)
+		}
+	}
+	return out, nil
+}
+
+// clusterDraft is a cluster's units, dependencies set, before ordering.
+type clusterDraft struct {
+	cluster  string
+	units    []Unit
+	contents map[string]*unitContent
+}
+
+// finish orders the draft's units and lays out its files. It touches no
+// compiler state, so drafts finish concurrently.
+func (d *clusterDraft) finish() (*ClusterOutput, error) {
+	ordered, err := topoSort(d.units)
+	if err != nil {
+		return nil, err
+	}
+	s := &Slice{APIVersion: APIVersion, Kind: Kind, Cluster: d.cluster, Units: ordered}
+	files := make([]File, 0, 1+2*len(ordered))
+	files = append(files, File{Path: SlicePath(d.cluster), Data: marshalSlice(s)})
+	for _, u := range ordered {
+		for _, f := range d.contents[u.Name].files {
+			files = append(files, File{Path: u.Path + "/" + f.name, Data: f.data})
+		}
+	}
+	sort.Slice(files, func(i, j int) bool { return files[i].Path < files[j].Path })
+	return &ClusterOutput{Slice: s, Files: files}, nil
+}
+
+// draftCluster gathers one cluster's units; nil when it has errors
 // (recorded in c.errs).
-func (c *compiler) compileCluster(cl *fleet.Cluster) *ClusterOutput {
+func (c *compiler) draftCluster(cl *fleet.Cluster) *clusterDraft {
 	name := cl.Metadata.Name
 	type pending struct {
 		unit    Unit
@@ -711,27 +799,12 @@ func (c *compiler) compileCluster(cl *fleet.Cluster) *ClusterOutput {
 	if failed {
 		return nil
 	}
-	list := make([]Unit, len(units))
-	contents := map[string]*unitContent{}
+	d := &clusterDraft{cluster: name, units: make([]Unit, len(units)), contents: make(map[string]*unitContent, len(units))}
 	for i, u := range units {
-		list[i] = u.unit
-		contents[u.unit.Name] = u.content
+		d.units[i] = u.unit
+		d.contents[u.unit.Name] = u.content
 	}
-	ordered, err := topoSort(list)
-	if err != nil {
-		c.errs.add(cl.Source.File, cl.Source.Line, "", fleet.ErrDependencyCycle, name, err.Error())
-		return nil
-	}
-	s := &Slice{APIVersion: APIVersion, Kind: Kind, Cluster: name, Units: ordered}
-	files := make([]File, 0, 1+2*len(ordered))
-	files = append(files, File{Path: SlicePath(name), Data: marshalSlice(s)})
-	for _, u := range ordered {
-		for _, f := range contents[u.Name].files {
-			files = append(files, File{Path: u.Path + "/" + f.name, Data: f.data})
-		}
-	}
-	sort.Slice(files, func(i, j int) bool { return files[i].Path < files[j].Path })
-	return &ClusterOutput{Slice: s, Files: files}
+	return d
 }
 
 func dedupeSorted(s []string) []string {

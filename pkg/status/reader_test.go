@@ -204,6 +204,47 @@ func TestReader(t *testing.T) {
 	t.Run("fleet", func(t *testing.T) { testReadFleetGolden(t, f) })
 	t.Run("rollout", func(t *testing.T) { testReadRolloutGolden(t, f) })
 	t.Run("filter", func(t *testing.T) { testReadFiltersClusters(t, f) })
+	t.Run("signer", func(t *testing.T) { testReadChecksSigner(t, f) }) // last: it rewrites member5's ref
+}
+
+// testReadChecksSigner: member5 lists statusKeys; a commit signed by
+// another key is not believed, one signed by its key is.
+func testReadChecksSigner(t *testing.T, f *fixture) {
+	ctx := context.Background()
+	o := f.options()
+	o.Clusters = []string{"member5"}
+	for _, tt := range []struct {
+		seed  byte
+		units []string // differ per step, so each step is a new commit
+		want  State
+	}{
+		{9, []string{"web", "api"}, StateUntrusted},
+		{5, []string{"web", "db"}, StateInSync},
+	} {
+		signer, _ := sshKey(t, tt.seed)
+		w, err := NewWriter(WriterOptions{Cluster: "member5", URL: f.url, Auth: agentAuth(f.srv, "member5"), Signer: signer,
+			Now: func() time.Time { return t0 }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Publish(ctx, readyDoc("member5", "main@sha1:"+f.c1, tt.units...)); err != nil {
+			t.Fatal(err)
+		}
+		v, err := Read(ctx, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := v.Clusters[0]
+		if c.State != tt.want {
+			t.Errorf("signed by key %d: %s (%s), want %s", tt.seed, c.State, c.Reason, tt.want)
+		}
+		if tt.want == StateUntrusted && (!strings.Contains(c.Reason, "not among cluster member5's statusKeys") || c.UnitsTotal != 0) {
+			t.Errorf("signed by another key: %+v", c)
+		}
+		if tt.want == StateInSync && (c.Trust == nil || !strings.HasPrefix(c.Trust.Signer, "ssh ") || c.UnitsTotal != 2) {
+			t.Errorf("signed by its key: %+v", c)
+		}
+	}
 }
 
 func testReadFleetGolden(t *testing.T, f *fixture) {
@@ -316,6 +357,17 @@ func testReadRolloutGolden(t *testing.T, f *fixture) {
 	if head.Commit != f.c3 || head.Summary[RolloutUnaffected] != len(fixtureClusters) || head.State != RolloutCompleted {
 		t.Errorf("rollout of the head: %+v", head.Summary)
 	}
+	// While no dispatched cluster failed and some are not done, the change
+	// as a whole is Accepted.
+	o := f.options()
+	o.Clusters = []string{"member3", "edge-1", "member1"}
+	unfinished, err := ReadRollout(ctx, o, f.c2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if unfinished.State != RolloutAccepted || unfinished.Summary[RolloutPropagating] != 1 || unfinished.Summary[RolloutDispatched] != 1 || unfinished.Summary[RolloutCompleted] != 1 {
+		t.Errorf("rollout without the failing cluster: %s %v, want Accepted with one Propagating, Dispatched and Completed", unfinished.State, unfinished.Summary)
+	}
 	first, err := ReadRollout(ctx, f.options(), f.c1)
 	if err != nil {
 		t.Fatal(err)
@@ -325,7 +377,7 @@ func testReadRolloutGolden(t *testing.T, f *fixture) {
 	}
 
 	// From the URL, a full hash works and a commit off main is refused.
-	o := f.options()
+	o = f.options()
 	o.Repo, o.CacheDir, o.Auth = f.url, t.TempDir(), f.maintainer()
 	remote, err := ReadRollout(ctx, o, f.c2)
 	if err != nil {

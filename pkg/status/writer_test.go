@@ -297,6 +297,47 @@ func TestWriterBuffersWhileGitIsDown(t *testing.T) {
 	}
 }
 
+// TestWriterRunHeartbeats: with no new document, Run alone keeps the
+// heartbeat going (as it must while an agent's cycle takes long), one
+// heartbeat-only commit each time one is due and never more often.
+func TestWriterRunHeartbeats(t *testing.T) {
+	e := newWriterEnv(t, "member1", func(o *WriterOptions) {
+		o.Now = nil // real time: Run sleeps on real timers
+		o.HeartbeatInterval = time.Second
+	})
+	ctx := context.Background()
+	ref := RefFor("member1")
+	if err := e.w.Publish(ctx, readyDoc("member1", rev1)); err != nil {
+		t.Fatal(err)
+	}
+	runCtx, cancel := context.WithTimeout(ctx, 3500*time.Millisecond)
+	defer cancel()
+	if err := e.w.Run(runCtx); err != nil {
+		t.Fatal(err)
+	}
+	// Heartbeats fall due at whole seconds (the document's resolution), so
+	// 3.5s hold 3 or 4 of them; a busy machine may delay one.
+	log := strings.Split(gitOut(t, e.bare, "log", "--format=%ct %s", ref), "\n")
+	beats := len(log) - 1
+	if beats < 2 || beats > 4 {
+		t.Errorf("%d heartbeats in 3.5s at a 1s interval:\n%s", beats, strings.Join(log, "\n"))
+	}
+	seen := map[string]bool{}
+	for i, l := range log {
+		when, subject, _ := strings.Cut(l, " ")
+		if seen[when] {
+			t.Errorf("two commits in second %s: a heartbeat before it was due", when)
+		}
+		seen[when] = true
+		if i < beats && subject != "heartbeat: member1" {
+			t.Errorf("commit %q is not a heartbeat", l)
+		}
+	}
+	if e.w.Pending() || pushCount(t, e.reg, PushSuccess) != float64(beats+1) {
+		t.Errorf("pending %v, %v successful pushes for %d commits", e.w.Pending(), pushCount(t, e.reg, PushSuccess), beats+1)
+	}
+}
+
 func TestWriterCannotPushAnotherClustersRef(t *testing.T) {
 	// member1's agent credentials, writing as member2: the server refuses.
 	e := newWriterEnv(t, "member1", nil)

@@ -18,6 +18,9 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/flotilla-gitops/flotilla/pkg/gitrepo"
@@ -378,6 +381,30 @@ func (p *agentProcess) procKiB(field string) int64 {
 	return 0
 }
 
+// mappedKiB sums the resident kB of the process's mappings of file path
+// (/proc/<pid>/smaps).
+func (p *agentProcess) mappedKiB(path string) int64 {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps", p.cmd.Process.Pid))
+	if err != nil {
+		return 0
+	}
+	var total int64
+	inFile := false
+	for _, line := range strings.Split(string(data), "\n") {
+		fields := strings.Fields(line)
+		if len(fields) >= 5 && strings.Contains(fields[0], "-") && !strings.HasSuffix(fields[0], ":") {
+			// A mapping header: address perms offset dev inode [path].
+			inFile = len(fields) >= 6 && fields[5] == path
+			continue
+		}
+		if rest, ok := strings.CutPrefix(line, "Rss:"); ok && inFile {
+			n, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			total += n
+		}
+	}
+	return total
+}
+
 // saveProfiles writes the agent's heap and goroutine profiles to
 // $FLOTILLA_BENCH_AGENT_PROFILE_DIR when it is set (and the agent was
 // started with --pprof-addr via FLOTILLA_BENCH_AGENT_ARGS).
@@ -523,8 +550,7 @@ func benchAgentFluxShape(b *testing.B) {
 	tree := agentBenchTree(b, dir)
 	b.Logf("fleet repo: %d applications rendered in %s, %d files", agentBenchUnits, renderTook.Round(time.Millisecond), len(tree))
 
-	b.ResetTimer()
-	p := startAgentProcess(b,
+	agentArgs := []string{
 		"--kubeconfig", c.AdminKubeconfig(), "--cluster-name", agentBenchCluster, "--repo-url", url,
 		"--git-credentials-dir", creds, "--cache-dir", b.TempDir(), "--namespace", agentNS,
 		"--interval", agentBenchInterval.String(), "--poll-interval", agentBenchPoll.String(),
@@ -532,7 +558,9 @@ func benchAgentFluxShape(b *testing.B) {
 		// Status goes to the file only: the Git status writer would add its
 		// own requests to the Git counters measured here.
 		"--status-repo-url", "none",
-	)
+	}
+	b.ResetTimer()
+	p := startAgentProcess(b, agentArgs...)
 
 	// 1. Cold apply.
 	p.cpuProfile("cold", 40*time.Second)
@@ -588,6 +616,7 @@ func benchAgentFluxShape(b *testing.B) {
 	agentBenchWrite(b, dir, "apps/"+app+"/manifests/objects.yaml", agentBenchObjects(app, "nginx:1.28"))
 	agentBenchRender(b, dir)
 	reqBefore = p.apiRequests()
+	versionsBefore := agentBenchVersions(ctx, b, c.Client())
 	n = p.cycles()
 	hash, tree, changed := agentBenchPush(b, srv, "fleet", dir, tree, "change "+app)
 	pushed := time.Now()
@@ -613,6 +642,23 @@ func benchAgentFluxShape(b *testing.B) {
 	if reqDelta["write"] > 4 {
 		b.Errorf("%v API writes for a one-object change", reqDelta["write"])
 	}
+	// No other unit's object was written (a minimal cluster runs no
+	// controllers, so only the agent changes resourceVersions).
+	var written []string
+	versionsAfter := agentBenchVersions(ctx, b, c.Client())
+	for id, v := range versionsAfter {
+		if was, ok := versionsBefore[id]; !ok || was.rv != v.rv {
+			written = append(written, id)
+			if v.unit != app {
+				b.Errorf("%s of unit %s written by a commit changing only %s", id, v.unit, app)
+			}
+		}
+	}
+	if len(versionsAfter) != len(versionsBefore) {
+		b.Errorf("%d managed objects before the commit, %d after", len(versionsBefore), len(versionsAfter))
+	}
+	b.Logf("objects written by the one-unit commit: %v", written)
+	b.ReportMetric(float64(len(written)), "objects-written-one-unit")
 
 	// 4. Steady state with 4,000 objects managed.
 	n = p.cycles()
@@ -620,8 +666,8 @@ func benchAgentFluxShape(b *testing.B) {
 	if rss := p.procKiB("VmRSS") << 10; rss > steadyRSS {
 		steadyRSS = rss
 	}
-	b.Logf("steady-state RSS with %d objects managed: %d MiB (goal ≤ %d MiB): anonymous %d MiB, file-backed (binary text) %d MiB",
-		4*agentBenchUnits, steadyRSS>>20, agentGoalSteadyRSS>>20, p.procKiB("RssAnon")>>10, p.procKiB("RssFile")>>10)
+	b.Logf("steady-state RSS with %d objects managed: %d MiB (goal ≤ %d MiB): anonymous %d MiB, file-backed %d MiB, of which the executable %d MiB",
+		4*agentBenchUnits, steadyRSS>>20, agentGoalSteadyRSS>>20, p.procKiB("RssAnon")>>10, p.procKiB("RssFile")>>10, p.mappedKiB(agentBin(b))>>10)
 	p.saveProfiles("steady")
 	b.ReportMetric(float64(steadyRSS)/(1<<20), "MiB-steady-rss")
 	agentGoal(b, steadyRSS > agentGoalSteadyRSS, "steady-state RSS %d MiB (goal ≤ %d MiB)", steadyRSS>>20, agentGoalSteadyRSS>>20)
@@ -629,6 +675,52 @@ func benchAgentFluxShape(b *testing.B) {
 	peak := p.stop()
 	b.Logf("peak RSS over the run (rusage): %d MiB", peak>>20)
 	b.ReportMetric(float64(peak)/(1<<20), "MiB-peak-rss")
+
+	// 5. The same steady state in a restarted agent (same cache): its
+	// first cycle finds every unit up to date, renders nothing and writes
+	// nothing, so the file-backed part of its RSS (the executable's pages)
+	// holds only the code a steady cycle runs, not the cold apply's.
+	r := startAgentProcess(b, agentArgs...)
+	first := r.waitCycle(0, 5*time.Minute)
+	if recInt(first, "rendered") != 0 || recInt(first, "applied") != 0 || first["result"] != "success" {
+		b.Errorf("restarted agent's first cycle: %v", first)
+	}
+	if w := r.apiRequests()["write"]; w != 0 {
+		b.Errorf("restarted agent wrote %v times in a steady cycle, want 0", w)
+	}
+	time.Sleep(time.Second) // the cycle's memory goes back to the OS after its log line
+	restartRSS := r.procKiB("VmRSS") << 10
+	b.Logf("restarted agent, first (steady) cycle %s: RSS %d MiB (goal ≤ %d MiB): anonymous %d MiB, file-backed %d MiB, of which the executable %d MiB",
+		recDuration(first).Round(time.Millisecond), restartRSS>>20, agentGoalSteadyRSS>>20, r.procKiB("RssAnon")>>10, r.procKiB("RssFile")>>10, r.mappedKiB(agentBin(b))>>10)
+	b.ReportMetric(float64(restartRSS)/(1<<20), "MiB-steady-rss-restarted")
+	r.stop()
+}
+
+type agentBenchVersion struct{ rv, unit string }
+
+// agentBenchVersions lists the resourceVersion and unit of every object
+// the agent manages, by Kind/namespace/name.
+func agentBenchVersions(ctx context.Context, b *testing.B, k client.Client) map[string]agentBenchVersion {
+	b.Helper()
+	out := map[string]agentBenchVersion{}
+	sel := client.MatchingLabels{"app.kubernetes.io/managed-by": "flotilla"}
+	for kind, list := range map[string]client.ObjectList{
+		"Deployment": &appsv1.DeploymentList{}, "ServiceAccount": &corev1.ServiceAccountList{},
+		"Service": &corev1.ServiceList{}, "Ingress": &networkingv1.IngressList{}, "Namespace": &corev1.NamespaceList{},
+	} {
+		if err := k.List(ctx, list, sel); err != nil {
+			b.Fatal(err)
+		}
+		items, err := meta.ExtractList(list)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, it := range items {
+			o := it.(client.Object)
+			out[kind+"/"+o.GetNamespace()+"/"+o.GetName()] = agentBenchVersion{rv: o.GetResourceVersion(), unit: o.GetLabels()["flotilla.dev/unit"]}
+		}
+	}
+	return out
 }
 
 func agentBenchSub(a, b map[string]float64) map[string]float64 {

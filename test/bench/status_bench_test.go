@@ -228,8 +228,8 @@ func BenchmarkStatusHeartbeat(b *testing.B) {
 		}
 		now = now.Add(status.DefaultHeartbeatInterval)
 		hb := step("heartbeat", doc, true)
-		if hb.ReceivePacks != 1 || hb.UploadPacks != 0 {
-			b.Errorf("a heartbeat cost %+v, want one push", hb)
+		if hb.ReceivePacks != 1 || hb.UploadPacks != 0 || hb.ReceivePackBytes > 4096 {
+			b.Errorf("a heartbeat cost %+v, want one small push (at most 4 KiB)", hb)
 		}
 		b.ReportMetric(float64(hb.ReceivePackBytes), "heartbeat-bytes-pushed")
 		b.ReportMetric(float64(hb.BytesReceived+hb.BytesSent), "heartbeat-bytes-total")

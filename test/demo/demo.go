@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/flotilla-gitops/flotilla/pkg/bootstrap"
 	"github.com/flotilla-gitops/flotilla/pkg/status"
 	istiocrds "github.com/flotilla-gitops/flotilla/test/fixtures/istio-crds"
 	"github.com/flotilla-gitops/flotilla/test/gitserver"
@@ -238,22 +239,24 @@ func (f *Fleet) startAgent(ctx context.Context, name string, c *testenv.Cluster)
 	if err != nil {
 		return err
 	}
-	a.cmd = exec.Command(filepath.Join(f.bin, "flotilla-agent"),
-		"--kubeconfig", c.AdminKubeconfig(),
-		"--cluster-name", name,
-		"--repo-url", f.RepoURL,
-		"--git-credentials-dir", creds,
-		"--cache-dir", filepath.Join(dir, "cache"),
-		"--namespace", agentNamespace,
-		"--identity", name+"-agent-0",
-		"--leader-elect",
-		"--interval", f.opts.Interval.String(),
-		"--poll-interval", "5s",
-		"--heartbeat-interval", "1m",
-		"--metrics-addr", "127.0.0.1:0",
-		"--health-addr", "127.0.0.1:0",
-		"--log-format", "json",
-	)
+	// The DaemonSet's arguments and settings (what `flotilla bootstrap`
+	// installs), with the pod's paths replaced by local ones.
+	install := bootstrap.InstallOptions{Cluster: name, RepoURL: f.RepoURL, Interval: f.opts.Interval, Namespace: agentNamespace}
+	args, err := install.LocalAgentArgs(bootstrap.LocalAgent{
+		Kubeconfig:     c.AdminKubeconfig(),
+		CacheDir:       filepath.Join(dir, "cache"),
+		CredentialsDir: creds,
+		MetricsAddr:    "127.0.0.1:0",
+		HealthAddr:     "127.0.0.1:0",
+		Identity:       name + "-agent-0",
+	})
+	if err != nil {
+		logFile.Close()
+		return err
+	}
+	// A demo wants merges noticed within seconds, not a minute.
+	args = append(args, "--poll-interval=5s", "--heartbeat-interval=1m")
+	a.cmd = exec.Command(filepath.Join(f.bin, "flotilla-agent"), args...)
 	a.cmd.Stdout, a.cmd.Stderr = logFile, logFile
 	// An agent never outlives the demo, even when the demo is killed.
 	a.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
@@ -407,6 +410,22 @@ func (f *Fleet) Stop() error {
 		f.stopErr = errors.Join(errs...)
 	})
 	return f.stopErr
+}
+
+// Cluster is the running cluster of that name, or nil.
+func (f *Fleet) Cluster(name string) *testenv.Cluster {
+	for _, c := range f.clusters {
+		if c != nil && c.Name == name {
+			return c
+		}
+	}
+	return nil
+}
+
+// Run runs a command as the user of the demo would (with a Git identity
+// set) and returns its stdout.
+func (f *Fleet) Run(ctx context.Context, dir, name string, args ...string) (string, error) {
+	return f.run(ctx, dir, name, args...)
 }
 
 // run runs a command and returns its stdout; on failure the error holds

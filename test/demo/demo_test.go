@@ -3,10 +3,17 @@ package demo_test
 import (
 	"bytes"
 	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/flotilla-gitops/flotilla/pkg/status"
 	"github.com/flotilla-gitops/flotilla/test/demo"
@@ -54,6 +61,48 @@ func TestDemo(t *testing.T) {
 		t.Errorf("status table shows %d InSync, want %d:\n%s", got, len(demo.Clusters), table)
 	}
 	t.Logf("progress:\n%s\n%s", out.String(), table)
+
+	// What the demo tells the user to try: edit, render, plan, push.
+	app := filepath.Join(f.CloneDir, "apps", "nginx", "app.yaml")
+	b, err := os.ReadFile(app)
+	if err != nil {
+		t.Fatal(err)
+	}
+	edited := strings.Replace(string(b), "replicas: 4", "replicas: 8", 1)
+	if edited == string(b) {
+		t.Fatal("apps/nginx/app.yaml has no \"replicas: 4\" to edit")
+	}
+	if err := os.WriteFile(app, []byte(edited), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Run(ctx, f.CloneDir, f.Flotilla(), "render"); err != nil {
+		t.Fatal(err)
+	}
+	plan, err := f.Run(ctx, f.CloneDir, f.Flotilla(), "plan", "--base", "origin/main")
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 1 {
+		t.Fatalf("flotilla plan: want exit 1 (changes), got %v\n%s", err, plan)
+	}
+	if !strings.Contains(plan, "member1 3→6") || !strings.Contains(plan, "member2 1→2") {
+		t.Errorf("plan does not say the new division in words:\n%s", plan)
+	}
+	for _, args := range [][]string{{"add", "-A"}, {"commit", "-q", "-m", "Scale nginx"}, {"push", "-q"}} {
+		if _, err := f.Run(ctx, f.CloneDir, "git", args...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := f.WaitInSync(ctx, 5*time.Minute); err != nil {
+		t.Fatalf("after the push: %v\n%s", err, out.String())
+	}
+	for name, want := range map[string]int32{"member1": 6, "member2": 2} {
+		d := &appsv1.Deployment{}
+		if err := f.Cluster(name).Client().Get(ctx, client.ObjectKey{Namespace: "web", Name: "nginx"}, d); err != nil {
+			t.Fatal(err)
+		}
+		if d.Spec.Replicas == nil || *d.Spec.Replicas != want || d.Status.AvailableReplicas != want {
+			t.Errorf("%s: nginx has %v replicas, %d available; want %d", name, d.Spec.Replicas, d.Status.AvailableReplicas, want)
+		}
+	}
 
 	pids := f.PIDs()
 	if len(pids) < 3*6 {

@@ -137,7 +137,7 @@ metadata:
 					"nokind.yaml":        "apiVersion: v1\nmetadata:\n  name: nokind\ndata:\n  a: b\n",
 				}}
 			},
-			wantError: "kind",
+			wantError: "object 1 has no kind",
 		},
 	}
 }

@@ -82,8 +82,10 @@ func TestAgentGitOutage(t *testing.T) {
 	}
 
 	editColor(t, k, ns, "red")
+	edited := time.Now()
 	took := waitColor(t, k, ns, "blue", interval+interval/10+10*time.Second)
 	t.Logf("drift corrected offline after %s", took.Round(10*time.Millisecond))
+	assertWithinOneInterval(t, took, interval, edited, a.logs.String())
 
 	// A restarted agent works from the checkout cached on disk.
 	a.stop()
@@ -93,8 +95,10 @@ func TestAgentGitOutage(t *testing.T) {
 		return st.FetchedRevision == rev1 && allUnitsReady(st) && strings.Contains(st.LastError, "unreachable")
 	})
 	editColor(t, k, ns, "yellow")
+	edited = time.Now()
 	took = waitColor(t, k, ns, "blue", interval+interval/10+10*time.Second)
 	t.Logf("drift corrected offline by a restarted agent after %s", took.Round(10*time.Millisecond))
+	assertWithinOneInterval(t, took, interval, edited, b.logs.String())
 
 	// Git returns: the next commit is applied and the error clears.
 	if err := srv.Start(); err != nil {

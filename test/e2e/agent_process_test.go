@@ -301,6 +301,32 @@ func TestAgentLeaderElection(t *testing.T) {
 	editColor(t, k, ns, "red")
 	waitColor(t, k, ns, "blue", 20*time.Second)
 	step("the new leader corrected drift")
+	// Its /metrics has the loop's flotilla_* series, the drift correction
+	// counted (the series is updated when the cycle ends).
+	if code, _ := follower.get("probes", "/healthz"); code != http.StatusOK {
+		t.Errorf("/healthz: %d", code)
+	}
+	atLeastOne := func(v float64) bool { return v >= 1 }
+	exactly := func(want float64) func(float64) bool { return func(v float64) bool { return v == want } }
+	wantMetrics := map[string]func(float64) bool{
+		"flotilla_drift_corrections_total":                            atLeastOne,
+		`flotilla_reconcile_total{result="success"}`:                  atLeastOne,
+		"flotilla_reconcile_duration_seconds_count":                   atLeastOne,
+		`flotilla_git_fetch_duration_seconds_count{result="success"}`: atLeastOne,
+		`flotilla_applied_revision_info{revision="` + rev + `"}`:      exactly(1),
+		`flotilla_unit_ready{unit="app"}`:                             exactly(1),
+		"flotilla_managed_objects":                                    exactly(2),
+		`flotilla_kube_api_requests_total{type="write"}`:              atLeastOne,
+	}
+	waitFor(t, 15*time.Second, "the new leader's metrics", func() (bool, string) {
+		var bad []string
+		for name, ok := range wantMetrics {
+			if v, found := follower.metric(name); !found || !ok(v) {
+				bad = append(bad, fmt.Sprintf("%s = %v (found %v)", name, v, found))
+			}
+		}
+		return len(bad) == 0, strings.Join(bad, "; ")
+	})
 
 	// SIGTERM: a clean exit that releases the lease.
 	if code := follower.terminate(30 * time.Second); code != 0 {
@@ -373,18 +399,21 @@ spec:
 `, "NAME", name)
 }
 
-// TestAgentKilledMidApply kills the agent process while it applies a slice
-// (slowly: one worker, a low API rate), removes half the units in Git, and
-// restarts it: it converges, and nothing it ever created is left without
-// an inventory entry of a unit still in the slice.
+// TestAgentKilledMidApply kills the agent process in the middle of a
+// unit's apply (slowly: one worker, a low API rate; the kill comes when a
+// unit has recorded its objects as pending and created some of them),
+// removes that unit and a completed one from the slice, and restarts the
+// agent: it converges, and nothing it ever created is left without an
+// inventory entry of a unit still in the slice.
 func TestAgentKilledMidApply(t *testing.T) {
 	c := agentCluster(t)
 	k := c.Client()
 	srv := agentGit(t)
 	const cluster, ns, agentNS = "killme", "killme-apps", "flotilla-killme"
-	const units, keep = 30, 15
+	const units = 30
 	dir := t.TempDir()
-	writeHandSlice(t, dir, cluster, killUnits(ns, units))
+	all := killUnits(ns, units)
+	writeHandSlice(t, dir, cluster, all)
 	repo := newFleetRepo(t, srv, cluster, dir)
 	if err := c.CreateNamespace(testCtx(t), agentNS); err != nil {
 		t.Fatal(err)
@@ -394,61 +423,101 @@ func TestAgentKilledMidApply(t *testing.T) {
 	began := time.Now()
 	step := func(what string) { t.Logf("%6.2fs %s", time.Since(began).Seconds(), what) }
 
+	// At 8 requests a second, the four applies of a unit and its final
+	// inventory write take over half a second: time to see the unit
+	// half-applied and kill the agent there.
 	slow := startAgentProc(t, c, repo, cluster, agentNS, "slow", cache, creds,
 		"--interval", "2s", "--workers", "1", "--kube-api-qps", "8", "--kube-api-burst", "1")
-	inventories := func() []corev1.ConfigMap {
+	// inventories maps unit → whether its inventory has pending entries.
+	inventories := func() map[string]bool {
 		l := &corev1.ConfigMapList{}
 		if err := k.List(testCtx(t), l, client.InNamespace(agentNS), client.HasLabels{"flotilla.dev/inventory-unit"}); err != nil {
 			t.Fatal(err)
 		}
-		return l.Items
-	}
-	waitFor(t, 2*time.Minute, "a few units applied", func() (bool, string) {
-		n := len(inventories())
-		return n >= 6, fmt.Sprintf("%d inventories", n)
-	})
-	slow.kill()
-	step("killed")
-	invs := inventories()
-	pending := 0
-	for _, cm := range invs {
-		if strings.Contains(cm.Data["objects"], "\n- ") || strings.HasPrefix(cm.Data["objects"], "- ") {
-			pending++
+		out := map[string]bool{}
+		for _, cm := range l.Items {
+			objs := cm.Data["objects"]
+			out[cm.Labels["flotilla.dev/inventory-unit"]] = strings.HasPrefix(objs, "- ") || strings.Contains(objs, "\n- ")
 		}
+		return out
 	}
-	t.Logf("killed with %d of %d units started, %d inventories with pending entries", len(invs), units+1, pending)
+	objectsOf := func(unit string) int {
+		n := 0
+		for _, u := range managedObjects(t, k, ns) {
+			if u == unit {
+				n++
+			}
+		}
+		return n
+	}
+	var interrupted, completed string
+	waitFor(t, 2*time.Minute, "a unit half-applied after some completed", func() (bool, string) {
+		invs := inventories()
+		var done []string
+		for u, pending := range invs {
+			if !pending && u != "namespace" {
+				done = append(done, u)
+			}
+		}
+		if len(done) < 3 {
+			return false, fmt.Sprintf("%d units applied", len(done))
+		}
+		for u, pending := range invs {
+			// One or two of four objects created: at least two more
+			// requests to go, a quarter second at this rate.
+			if !pending {
+				continue
+			}
+			if n := objectsOf(u); n >= 1 && n <= 2 {
+				slow.kill()
+				interrupted, completed = u, done[0]
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("%d units applied, none half-applied now", len(done))
+	})
+	step("killed while applying " + interrupted)
+	invs := inventories()
+	if !invs[interrupted] || objectsOf(interrupted) == 0 {
+		t.Fatalf("unit %s was not interrupted mid-apply: pending entries %v, %d objects", interrupted, invs[interrupted], objectsOf(interrupted))
+	}
 	if len(invs) >= units+1 {
 		t.Fatalf("the agent finished before it was killed; slow it down")
 	}
+	t.Logf("killed with %d of %d units started; %s half-applied (%d objects), %s complete", len(invs), units+1, interrupted, objectsOf(interrupted), completed)
 
-	// Half the units leave the slice, among them ones applied before the kill.
-	for i := keep + 1; i <= units; i++ {
-		repo.remove(t, slice.UnitDir(cluster, fmt.Sprintf("app-%02d", i)))
+	// The interrupted unit and a completed one leave the slice.
+	var kept []handUnit
+	for _, u := range all {
+		if u.name == interrupted || u.name == completed {
+			repo.remove(t, slice.UnitDir(cluster, u.name))
+			continue
+		}
+		kept = append(kept, u)
 	}
-	writeHandSlice(t, dir, cluster, killUnits(ns, keep))
-	rev := repo.push(t, "remove half the units")
+	writeHandSlice(t, dir, cluster, kept)
+	rev := repo.push(t, "remove "+interrupted+" and "+completed)
 
 	step("pushed")
 	p := startAgentProc(t, c, repo, cluster, agentNS, "restarted", cache, creds, "--interval", "2s")
 	st := p.waitStatus(2*time.Minute, "convergence after the restart", func(st *status.ClusterStatus) bool {
-		return st.AppliedRevision == rev && allUnitsReady(st) && len(st.Units) == keep+1
+		return st.AppliedRevision == rev && allUnitsReady(st) && len(st.Units) == len(kept)
 	})
 
 	step("converged")
 	// Nothing orphaned: every managed object belongs to a unit of the
 	// slice and is in that unit's inventory; every inventory entry exists.
 	objs := managedObjects(t, k, ns)
-	if len(objs) != 4*keep {
-		t.Errorf("%d managed objects in %s, want %d", len(objs), ns, 4*keep)
+	if len(objs) != 4*(len(kept)-1) {
+		t.Errorf("%d managed objects in %s, want %d", len(objs), ns, 4*(len(kept)-1))
 	}
 	for id, unit := range objs {
-		var n int
-		if _, err := fmt.Sscanf(unit, "app-%02d", &n); err != nil || n < 1 || n > keep {
-			t.Errorf("%s belongs to unit %q, which left the slice", id, unit)
+		if unit == interrupted || unit == completed {
+			t.Errorf("%s of unit %s, which left the slice, was not pruned", id, unit)
 		}
 	}
-	if n := len(inventories()); n != keep+1 {
-		t.Errorf("%d inventories, want %d", n, keep+1)
+	if n := len(inventories()); n != len(kept) {
+		t.Errorf("%d inventories, want %d", n, len(kept))
 	}
 	applier, err := apply.New(c.RESTConfig(), apply.Options{InventoryNamespace: agentNS})
 	if err != nil {
@@ -458,6 +527,7 @@ func TestAgentKilledMidApply(t *testing.T) {
 		chk, err := applier.Check(context.Background(), u.Name, nil)
 		if err != nil || !chk.UpToDate(u.Hash, true) {
 			t.Errorf("unit %s: inventory does not match the cluster: %+v %v", u.Name, chk, err)
+			continue
 		}
 		if u.Name != "namespace" && chk.ManagedObjects != 4 {
 			t.Errorf("unit %s: %d objects in its inventory", u.Name, chk.ManagedObjects)

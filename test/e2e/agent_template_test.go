@@ -3,6 +3,7 @@ package e2e_test
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -145,7 +146,9 @@ func TestAgentTemplateLifecycle(t *testing.T) {
 			env := d.Spec.Template.Spec.Containers[0].Env
 			return *d.Spec.Replicas == 10 && len(env) == 1 && env[0].Value == "info", fmt.Sprintf("replicas %d env %v", *d.Spec.Replicas, env)
 		})
-		t.Logf("edit reverted after %s (interval %s)", time.Since(edited).Round(10*time.Millisecond), interval)
+		took := time.Since(edited)
+		t.Logf("edit reverted after %s (interval %s)", took.Round(10*time.Millisecond), interval)
+		assertWithinOneInterval(t, took, interval, edited, a.logs.String())
 		a.waitStatus(30*time.Second, "the drift correction in status", func(st *status.ClusterStatus) bool {
 			u := unitOf(st, "backend")
 			return u != nil && u.DriftCorrections >= 1 && unitIsReady(u)
@@ -368,4 +371,34 @@ func (l agentLog) first(msg, unit string) (time.Time, bool) {
 		return time.Time{}, false
 	}
 	return ts[0], true
+}
+
+// assertWithinOneInterval checks that a change made at since was handled
+// within one interval: the next cycle starts at most an interval (plus
+// its jitter) after the one running at since ended, so took may exceed the
+// interval by the two cycles' durations (from the agent's log) and the
+// test's 200ms polling, no more.
+func assertWithinOneInterval(t *testing.T, took, interval time.Duration, since time.Time, logs string) {
+	t.Helper()
+	var cycles []time.Duration
+	for _, line := range strings.Split(logs, "\n") {
+		var rec struct {
+			Time     time.Time     `json:"time"`
+			Msg      string        `json:"msg"`
+			Duration time.Duration `json:"duration"`
+		}
+		if json.Unmarshal([]byte(line), &rec) != nil || rec.Msg != "cycle finished" || rec.Time.Add(-rec.Duration).Before(since.Add(-interval-interval/5)) {
+			continue
+		}
+		cycles = append(cycles, rec.Duration)
+	}
+	slices.Sort(cycles)
+	var longest time.Duration
+	if len(cycles) > 0 {
+		longest = cycles[len(cycles)-1]
+	}
+	bound := interval + interval/10 + 2*longest + 300*time.Millisecond
+	if took > bound {
+		t.Errorf("handled after %s: more than one interval (%s, ±10%%) plus two cycles of at most %s", took, interval, longest)
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/pem"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -98,6 +99,8 @@ type verifyRig struct {
 	repo    *fleetRepo
 	keysDir string
 	agent   *agentProc
+	// generation numbers the keys directory's Secret updates.
+	generation int
 }
 
 func newVerifyRig(t *testing.T, cluster, mode string, trusted ...verifyKey) *verifyRig {
@@ -119,22 +122,50 @@ func newVerifyRig(t *testing.T, cluster, mode string, trusted ...verifyKey) *ver
 	return r
 }
 
-// trust replaces the keys directory's content, as updating the mounted
-// Secret does (a new file renamed into place).
+// trust updates the keys directory as the kubelet updates a mounted
+// Secret: the keys are written to a new hidden directory, the ..data
+// symlink is swapped to it atomically, and every key is a symlink through
+// ..data (the agent never sees a half-written set).
 func (r *verifyRig) trust(keys ...verifyKey) {
 	r.t.Helper()
+	r.generation++
+	gen := fmt.Sprintf("..gen-%d", r.generation)
+	if err := os.Mkdir(filepath.Join(r.keysDir, gen), 0o755); err != nil {
+		r.t.Fatal(err)
+	}
+	names := map[string]bool{}
+	for i, k := range keys {
+		name := "key-" + string(rune('a'+i))
+		names[name] = true
+		if err := os.WriteFile(filepath.Join(r.keysDir, gen, name), []byte(k.public), 0o644); err != nil {
+			r.t.Fatal(err)
+		}
+	}
+	old, _ := os.Readlink(filepath.Join(r.keysDir, "..data"))
+	tmp := filepath.Join(r.keysDir, "..data_tmp")
+	if err := os.Symlink(gen, tmp); err != nil {
+		r.t.Fatal(err)
+	}
+	if err := os.Rename(tmp, filepath.Join(r.keysDir, "..data")); err != nil {
+		r.t.Fatal(err)
+	}
 	entries, _ := os.ReadDir(r.keysDir)
 	for _, e := range entries {
-		os.Remove(filepath.Join(r.keysDir, e.Name()))
+		if n := e.Name(); !strings.HasPrefix(n, ".") && !names[n] {
+			os.Remove(filepath.Join(r.keysDir, n))
+		}
 	}
-	for i, k := range keys {
-		tmp := filepath.Join(r.keysDir, ".tmp")
-		if err := os.WriteFile(tmp, []byte(k.public), 0o600); err != nil {
+	for name := range names {
+		link := filepath.Join(r.keysDir, name)
+		if _, err := os.Lstat(link); err == nil {
+			continue // already points through ..data
+		}
+		if err := os.Symlink(filepath.Join("..data", name), link); err != nil {
 			r.t.Fatal(err)
 		}
-		if err := os.Rename(tmp, filepath.Join(r.keysDir, "key-"+string(rune('a'+i)))); err != nil {
-			r.t.Fatal(err)
-		}
+	}
+	if old != "" {
+		os.RemoveAll(filepath.Join(r.keysDir, old))
 	}
 }
 

@@ -464,6 +464,7 @@ func TestStatusThroughGit(t *testing.T) {
 	if head := srv.Head("fleet", "main"); head != c2 {
 		t.Fatalf("main moved to %s", head)
 	}
+	refusedAt := time.Now()
 
 	// 4. gamma's agent stops: Unreachable after the fleet's threshold.
 	stopped := time.Now()
@@ -497,15 +498,22 @@ func TestStatusThroughGit(t *testing.T) {
 			c["beta"].State == status.StateFailing
 	})
 
-	// 6. The fix: alpha (whose push to main was refused) and beta apply it.
+	// 6. The fix: beta applies it; alpha, whose credentials were refused on
+	// main, still works: it fetched the fix (its slice is unchanged, so
+	// it stays InSync) and kept committing status since the refusal.
 	repo.write(t, "apps/settings/app.yaml", appYAML(strings.Split(brokenForBeta, "      overrides:")[0]))
 	repo.render(t)
 	c3 := repo.push(t, "Fix beta")
 	h.waitFleet(t, 3*time.Minute, "alpha and beta InSync at the fix", func(c map[string]status.ClusterView, _ *status.FleetView) bool {
 		t.Logf("after the fix: %s", states(c))
-		return c["alpha"].State == status.StateInSync && c["beta"].State == status.StateInSync &&
-			status.RevisionHash(c["beta"].AppliedRevision) == c3
+		alpha := c["alpha"]
+		return alpha.State == status.StateInSync && status.RevisionHash(alpha.DesiredRevision) == c3 &&
+			alpha.Heartbeat != nil && alpha.Heartbeat.After(refusedAt) &&
+			c["beta"].State == status.StateInSync && status.RevisionHash(c["beta"].AppliedRevision) == c3
 	})
+	if err := agents["alpha"].writer.LastError(); err != nil {
+		t.Errorf("alpha's status writer: %v", err)
+	}
 	table, _ = flotilla(t, append([]string{"status"}, h.args()...)...)
 	t.Logf("flotilla status at the end:\n%s", table)
 
