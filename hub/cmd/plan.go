@@ -11,6 +11,7 @@ import (
 
 	"github.com/flotilla-gitops/flotilla/pkg/fleet"
 	"github.com/flotilla-gitops/flotilla/pkg/plan"
+	"github.com/flotilla-gitops/flotilla/pkg/render"
 )
 
 type planOptions struct {
@@ -96,7 +97,7 @@ func runPlan(ctx context.Context, stdout, stderr io.Writer, o *planOptions) erro
 		Head:     o.head,
 		Clusters: o.clusters,
 		Fleets:   o.fleets,
-		Charts:   vendorCharts,
+		Charts:   render.VendorSliceCharts,
 	}
 	if o.progress || isTerminal(stderr) {
 		opts.Progress = func(msg string) { fmt.Fprintln(stderr, msg) }

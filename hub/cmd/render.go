@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/flotilla-gitops/flotilla/pkg/fleet"
+	"github.com/flotilla-gitops/flotilla/pkg/render"
 	"github.com/flotilla-gitops/flotilla/pkg/slice"
 )
 
@@ -156,7 +157,7 @@ func runRender(ctx context.Context, stdout, stderr io.Writer, o *renderOptions) 
 	progress := newProgress(stderr, o.progress)
 	out, err := slice.Compile(ctx, repo, slice.CompileOptions{
 		Clusters: o.clusters,
-		Charts:   vendorCharts,
+		Charts:   render.VendorSliceCharts,
 		Progress: progress.clusters,
 		Capacity: capacity,
 	})

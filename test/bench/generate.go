@@ -204,7 +204,7 @@ func (w *writer) app(i, clusters int) {
 		w.file(filepath.Join(dir, "overlay", "kustomization.yaml"), fmt.Sprintf(`resources:
   - ../../../bases/web
   - deployment.yaml
-nameSuffix: -%d
+nameSuffix: "-%d"
 `, i))
 		w.file(filepath.Join(dir, "overlay", "deployment.yaml"), deployment(name, "nginx:1.27"))
 		w.file(filepath.Join(dir, "app.yaml"), header+"  source:\n    kustomize:\n      path: overlay\n  namespace: apps\n"+deps+destination(i, clusters, false))
