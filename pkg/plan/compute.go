@@ -458,7 +458,6 @@ func selectClusters(base, head *fleet.Repo, clusters, fleets []string) (map[stri
 	return sel, nil
 }
 
-
 // planner diffs the compiled sides cluster by cluster.
 type planner struct {
 	opts       Options
