@@ -1,5 +1,3 @@
-// Command flotilla-agent runs in every member or edge cluster: it pulls the
-// cluster's slice of the fleet repo, applies it and reports status.
 package main
 
 import (

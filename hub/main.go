@@ -1,5 +1,3 @@
-// Command flotilla is the hub CLI: it validates and renders the fleet repo,
-// plans pull requests and reads the fleet's status from Git.
 package main
 
 import (
