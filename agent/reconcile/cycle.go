@@ -46,12 +46,9 @@ func (l *Loop) sync(ctx context.Context) syncOutcome {
 	l.cfg.Metrics.ObserveFetch(d, result)
 	if err != nil {
 		l.syncFailures++
-	} else {
-		l.syncFailures = 0
-	}
-	if err != nil {
 		l.log.Warn("git sync failed", "error", l.redact.err(err), "duration", d)
 	} else {
+		l.syncFailures = 0
 		l.log.Debug("git sync", "revision", res.Revision, "changed", res.Changed, "fetched", res.Fetched, "duration", d)
 	}
 	return syncOutcome{res: res, err: err}

@@ -151,21 +151,21 @@ func (f *Fleet) startGit(ctx context.Context) error {
 	}
 
 	f.CloneDir = filepath.Join(f.Dir, "fleet")
-	if _, err := f.run(ctx, "", f.flotilla(), "init", f.CloneDir, "--git"); err != nil {
+	if _, err := f.Run(ctx, "", f.Flotilla(), "init", f.CloneDir, "--git"); err != nil {
 		return err
 	}
-	if _, err := f.run(ctx, "", f.flotilla(), "render", "--repo", f.CloneDir); err != nil {
+	if _, err := f.Run(ctx, "", f.Flotilla(), "render", "--repo", f.CloneDir); err != nil {
 		return err
 	}
 	// A fresh render of the template changes nothing; commit if it did, so
 	// that the agents get what render produced.
-	if out, err := f.run(ctx, f.CloneDir, "git", "status", "--porcelain"); err != nil {
+	if out, err := f.Run(ctx, f.CloneDir, "git", "status", "--porcelain"); err != nil {
 		return err
 	} else if strings.TrimSpace(out) != "" {
-		if _, err := f.run(ctx, f.CloneDir, "git", "add", "-A"); err != nil {
+		if _, err := f.Run(ctx, f.CloneDir, "git", "add", "-A"); err != nil {
 			return err
 		}
-		if _, err := f.run(ctx, f.CloneDir, "git", "commit", "-q", "-m", "Render the fleet"); err != nil {
+		if _, err := f.Run(ctx, f.CloneDir, "git", "commit", "-q", "-m", "Render the fleet"); err != nil {
 			return err
 		}
 	}
@@ -173,7 +173,7 @@ func (f *Fleet) startGit(ctx context.Context) error {
 		{"remote", "add", "origin", f.git.UserURL(repoName, gitserver.Maintainer)},
 		{"push", "-q", "-u", "origin", "main"},
 	} {
-		if _, err := f.run(ctx, f.CloneDir, "git", args...); err != nil {
+		if _, err := f.Run(ctx, f.CloneDir, "git", args...); err != nil {
 			return err
 		}
 	}
@@ -234,11 +234,6 @@ func (f *Fleet) startAgent(ctx context.Context, name string, c *testenv.Cluster)
 	if err := writeCredentials(creds, user, f.git.Password(user)); err != nil {
 		return err
 	}
-	a := &agentProcess{cluster: name, logPath: filepath.Join(dir, "agent.log"), done: make(chan struct{})}
-	logFile, err := os.Create(a.logPath)
-	if err != nil {
-		return err
-	}
 	// The DaemonSet's arguments and settings (what `flotilla bootstrap`
 	// installs), with the pod's paths replaced by local ones.
 	install := bootstrap.InstallOptions{Cluster: name, RepoURL: f.RepoURL, Interval: f.opts.Interval, Namespace: agentNamespace}
@@ -251,11 +246,15 @@ func (f *Fleet) startAgent(ctx context.Context, name string, c *testenv.Cluster)
 		Identity:       name + "-agent-0",
 	})
 	if err != nil {
-		logFile.Close()
 		return err
 	}
 	// A demo wants merges noticed within seconds, not a minute.
 	args = append(args, "--poll-interval=5s", "--heartbeat-interval=1m")
+	a := &agentProcess{cluster: name, logPath: filepath.Join(dir, "agent.log"), done: make(chan struct{})}
+	logFile, err := os.Create(a.logPath)
+	if err != nil {
+		return err
+	}
 	a.cmd = exec.Command(filepath.Join(f.bin, "flotilla-agent"), args...)
 	a.cmd.Stdout, a.cmd.Stderr = logFile, logFile
 	// An agent never outlives the demo, even when the demo is killed.
@@ -330,7 +329,7 @@ func (f *Fleet) WaitInSync(ctx context.Context, timeout time.Duration) (*status.
 
 // Status runs `flotilla status -o json` against the fleet repo.
 func (f *Fleet) Status(ctx context.Context) (*status.FleetView, error) {
-	out, err := f.run(ctx, "", f.flotilla(), f.StatusArgs("-o", "json")...)
+	out, err := f.Run(ctx, "", f.Flotilla(), f.StatusArgs("-o", "json")...)
 	if err != nil {
 		return nil, err
 	}
@@ -349,13 +348,11 @@ func (f *Fleet) StatusArgs(extra ...string) []string {
 
 // StatusTable is `flotilla status`'s table.
 func (f *Fleet) StatusTable(ctx context.Context) (string, error) {
-	return f.run(ctx, "", f.flotilla(), f.StatusArgs()...)
+	return f.Run(ctx, "", f.Flotilla(), f.StatusArgs()...)
 }
 
 // Flotilla is the path of the flotilla binary used.
-func (f *Fleet) Flotilla() string { return f.flotilla() }
-
-func (f *Fleet) flotilla() string { return filepath.Join(f.bin, "flotilla") }
+func (f *Fleet) Flotilla() string { return filepath.Join(f.bin, "flotilla") }
 
 // PIDs are the agents' and clusters' component processes, for checking
 // that Stop leaves none behind.
@@ -423,14 +420,8 @@ func (f *Fleet) Cluster(name string) *testenv.Cluster {
 }
 
 // Run runs a command as the user of the demo would (with a Git identity
-// set) and returns its stdout.
+// set) and returns its stdout; on failure the error holds its stderr.
 func (f *Fleet) Run(ctx context.Context, dir, name string, args ...string) (string, error) {
-	return f.run(ctx, dir, name, args...)
-}
-
-// run runs a command and returns its stdout; on failure the error holds
-// its stderr.
-func (f *Fleet) run(ctx context.Context, dir, name string, args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, name, args...)
