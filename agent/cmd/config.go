@@ -68,6 +68,8 @@ type options struct {
 	logFormat     string
 	shutdownGrace time.Duration
 	renderTimeout time.Duration
+	// helmWorkerMemory is --helm-worker-memory, resolved by helmWorkerMemory.
+	helmWorkerMemory string
 	// volcanoRetention keeps finished Volcano jobs whose unit left the
 	// slice (pkg/volcano).
 	volcanoRetention time.Duration
@@ -117,6 +119,7 @@ func (o *options) bindFlags(f *pflag.FlagSet) {
 	f.StringVar(&o.logFormat, "log-format", "json", "log format: json or text")
 	f.DurationVar(&o.shutdownGrace, "shutdown-grace", 30*time.Second, "on SIGTERM, how long the current cycle may go on before it is cancelled")
 	f.DurationVar(&o.renderTimeout, "render-timeout", 30*time.Second, "timeout of rendering one unit")
+	f.StringVar(&o.helmWorkerMemory, "helm-worker-memory", autoMemory, "resident memory at which a Helm template worker is stopped and its unit fails, as a quantity (e.g. 128Mi); auto: the container's memory limit divided by twice the number of workers, 1Gi without a limit")
 	f.DurationVar(&o.volcanoRetention, "volcano-completed-retention", time.Hour, "how long a finished Volcano job whose GlobalJob left the cluster's slice is kept before it is deleted")
 	o.verifyOpts.bindFlags(f)
 	o.status.bind(f)
@@ -318,6 +321,9 @@ func (o *options) finish(lookup func(string) (string, bool)) error {
 	}
 	if o.shutdownGrace < 0 || o.renderTimeout < 0 || o.volcanoRetention < 0 {
 		bad("--shutdown-grace, --render-timeout and --volcano-completed-retention must not be negative")
+	}
+	if _, err := helmWorkerMemory(o.helmWorkerMemory, func() (int64, bool) { return 0, false }); err != nil {
+		bad("%v", err)
 	}
 	problems = append(problems, o.verifyProblems()...)
 	problems = append(problems, o.status.problems(o.clusterName, o.repoURL)...)

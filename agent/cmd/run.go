@@ -143,13 +143,17 @@ func run(ctx context.Context, o *options, stderr io.Writer) error {
 	}
 	runStatusWriter(ctx, statusWriter)
 
+	helmMemory, err := helmWorkerMemory(o.helmWorkerMemory, containerMemoryLimit)
+	if err != nil {
+		return err
+	}
 	loop, err := reconcile.New(reconcile.Config{
 		Cluster: o.clusterName, Branch: o.branch,
 		Source: src, Applier: applier, Discovery: disc, Verifier: verifier, Volcano: jobs,
 		Sink:    statusSink(o, statusWriter),
 		Metrics: m, Logger: log,
 		Interval: o.interval, PollInterval: o.pollInterval, Workers: o.workers,
-		Render:        render.Options{Limits: render.Limits{Timeout: o.renderTimeout}},
+		Render:        render.Options{Limits: render.Limits{Timeout: o.renderTimeout, MaxHelmMemory: helmMemory}},
 		ShutdownGrace: o.shutdownGrace,
 		Identity:      o.identity, AgentVersion: version.Version,
 		Secrets: append(secrets(auth, o.repoURL), statusSecrets(o)...),
@@ -167,7 +171,7 @@ func run(ctx context.Context, o *options, stderr io.Writer) error {
 
 	log.Info("flotilla-agent starting", "version", version.String("flotilla-agent"), "cluster", o.clusterName,
 		"repo", redactURL(o.repoURL), "branch", o.branch, "interval", o.interval, "namespace", o.namespace,
-		"leaderElection", o.leaderElect, "credentials", auth.String())
+		"leaderElection", o.leaderElect, "credentials", auth.String(), "helmWorkerMemoryMiB", helmMemory>>20)
 	if !o.leaderElect {
 		leading.Store(true)
 		m.SetLeader(true)

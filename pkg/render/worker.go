@@ -113,9 +113,14 @@ type workerPool struct {
 }
 
 var workers = &workerPool{
-	slots: make(chan struct{}, max(2, runtime.GOMAXPROCS(0))),
+	slots: make(chan struct{}, MaxWorkers()),
 	spawn: startWorker,
 }
+
+// MaxWorkers is how many Helm worker processes may run at once: what a
+// caller sizing MaxHelmMemory against a container's memory limit must
+// multiply by.
+func MaxWorkers() int { return max(2, runtime.GOMAXPROCS(0)) }
 
 func (p *workerPool) run(ctx context.Context, req *helmRequest, lim Limits) ([]byte, error) {
 	select {

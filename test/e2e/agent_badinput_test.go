@@ -119,7 +119,7 @@ data:
 				chart := filepath.Join(dir, "charts", "loop")
 				writeAll(t, chart, map[string]string{
 					"Chart.yaml": "apiVersion: v2\nname: loop\nversion: 0.1.0\n",
-					"templates/loop.yaml": `{{- range $i := until 100000000 }}{{- range $j := until 100000000 }}{{- end }}{{- end }}
+					"templates/loop.yaml": `{{- range 1000000 }}{{- range 1000000 }}{{- end }}{{- end }}
 apiVersion: v1
 kind: ConfigMap
 metadata:
