@@ -66,13 +66,13 @@ func TestBadInput(t *testing.T) {
 		files map[string]string
 		// links maps a link (repo-relative) to its target; "{outside}" in a
 		// target is a directory next to the repo, outside it.
-		links   map[string]string
-		setup   func(t *testing.T, root string)
-		unit    slice.Unit
-		opts    Options
-		class   error
-		msg     []string // substrings the message must contain
-		notMsg  []string // substrings it must not contain
+		links  map[string]string
+		setup  func(t *testing.T, root string)
+		unit   slice.Unit
+		opts   Options
+		class  error
+		msg    []string // substrings the message must contain
+		notMsg []string // substrings it must not contain
 	}
 	kunit := unitAt("app", slice.UnitKustomize, "app")
 	hunit := func(values string) slice.Unit {
