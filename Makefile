@@ -36,10 +36,31 @@ tools: ## Build the pinned test binaries (kube-apiserver, etcd, kwok, Volcano, â
 test: tools build ## Build everything and run all tests against real components
 	go test $(GOTEST_FLAGS) ./...
 
+.PHONY: test-unit
+test-unit: ## Run every test that needs no cluster (no tools built; -short skips the rest)
+	go test -short -timeout 10m ./...
+
+FUZZTIME ?= 5s
+.PHONY: fuzz
+fuzz: ## Run each fuzz target for FUZZTIME (default 5s), beyond its seed corpus
+	@set -e; for pkg in $$(go list ./... ); do \
+		dir=$$(go list -f '{{.Dir}}' $$pkg); \
+		for fn in $$(grep -ho '^func Fuzz[A-Za-z0-9_]*' $$dir/*_test.go 2>/dev/null | cut -c6-); do \
+			echo "fuzz: $$pkg $$fn"; \
+			go test -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZTIME) $$pkg >/dev/null || { go test -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZTIME) $$pkg; exit 1; }; \
+		done; \
+	done
+
 .PHONY: lint
-lint: ## gofmt and go vet
+lint: ## gofmt, go vet, staticcheck, and go.mod/go.sum tidy (root and tools/)
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '^tools/')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	go vet ./...
+	@tools/build.sh "$(BIN)" staticcheck
+	$(BIN)/staticcheck ./...
+	@for m in . $$(ls -d tools/*/ | sed 's|/$$||'); do \
+		if ! (cd $$m && GOFLAGS=-tags=tools GOTOOLCHAIN=local go mod tidy -diff >/dev/null); then \
+			echo "go.mod/go.sum of $$m are not tidy: run (cd $$m && GOFLAGS=-tags=tools go mod tidy)"; exit 1; fi; \
+	done
 
 .PHONY: bench
 bench: tools build ## Run the benchmarks; results go to test/results/bench.txt

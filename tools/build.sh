@@ -14,6 +14,8 @@ set -euo pipefail
 
 # Bump when something outside the per-group build_* functions changes the outputs.
 readonly RECIPE_VERSION=1
+# The groups `tools/build.sh BIN` builds: what the tests run. staticcheck
+# (for `make lint`) is built only when named.
 readonly ALL_GROUPS=(etcd kube kwok volcano)
 
 TOOLS_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -51,6 +53,7 @@ outputs_etcd() { echo etcd; }
 outputs_kube() { echo kube-apiserver kube-controller-manager kube-scheduler; }
 outputs_kwok() { echo kwok kwok-stages; }
 outputs_volcano() { echo vc-scheduler vc-controller-manager volcano; }
+outputs_staticcheck() { echo staticcheck; }
 
 # module_version MODDIR MODULE prints the version of MODULE that MODDIR's go.mod selects.
 module_version() {
@@ -129,6 +132,13 @@ build_kwok() {
 		done
 	done
 	chmod -R u+w "$2/kwok-stages"
+}
+
+build_staticcheck() {
+	local version
+	version="$(module_version "$1" honnef.co/go/tools)"
+	go_build "$1" "$2/staticcheck" "" honnef.co/go/tools/cmd/staticcheck
+	expect_output staticcheck "${version#v}" "$2/staticcheck" -version
 }
 
 build_volcano() {
