@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/flotilla-gitops/flotilla/test/prereqs"
 )
 
 func runGit(t *testing.T, dir string, args ...string) (string, error) {
@@ -314,6 +316,7 @@ func TestNewStopsWithContext(t *testing.T) {
 func TestSSH(t *testing.T) {
 	cfg := ForgeConfig("member1")
 	cfg.SSH = true
+	prereqs.Require(t, "ssh", "ssh-keygen")
 	srv := Start(t, cfg)
 	srv.MustCreateRepo(t, "fleet", writeTree(t, map[string]string{"a": "1"}))
 	dir := t.TempDir()
