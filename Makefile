@@ -32,8 +32,12 @@ demo: tools build ## Start a local demo fleet (Git server, 3 clusters, 3 agents)
 tools: ## Build the pinned test binaries (kube-apiserver, etcd, kwok, Volcano, …) into bin/ if missing or stale
 	@tools/build.sh "$(BIN)"
 
+.PHONY: prereqs
+prereqs: ## Check the host tools the tests and the demo need (tools/prereqs.sh)
+	@tools/prereqs.sh
+
 .PHONY: test
-test: tools build ## Build everything and run all tests against real components
+test: prereqs tools build ## Build everything and run all tests against real components
 	go test $(GOTEST_FLAGS) ./...
 
 .PHONY: test-unit

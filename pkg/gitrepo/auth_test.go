@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/flotilla-gitops/flotilla/pkg/gitrepo"
 	"github.com/flotilla-gitops/flotilla/test/gitserver"
@@ -73,7 +72,7 @@ func TestSSHTransport(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	src := &gitrepo.Source{URL: srv.SSHURL("fleet"), Auth: auth, CacheDir: t.TempDir(), Timeout: 10 * time.Second}
+	src := &gitrepo.Source{URL: srv.SSHURL("fleet"), Auth: auth, CacheDir: t.TempDir()}
 	res, err := src.Sync(ctx)
 	if err != nil {
 		t.Fatalf("sync over ssh: %v", err)
@@ -104,7 +103,7 @@ func TestSSHTransport(t *testing.T) {
 		{"host not in known_hosts", gitrepo.Auth{SSHKey: key.private, KnownHosts: []byte(otherHost)}, gitrepo.ErrAuth},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			src := &gitrepo.Source{URL: srv.SSHURL("fleet"), Auth: tc.auth, CacheDir: t.TempDir(), Timeout: 10 * time.Second}
+			src := &gitrepo.Source{URL: srv.SSHURL("fleet"), Auth: tc.auth, CacheDir: t.TempDir()}
 			_, err := src.Sync(ctx)
 			if !errors.Is(err, tc.want) {
 				t.Fatalf("err = %v, want %v", err, tc.want)

@@ -272,7 +272,7 @@ func TestPushFilesMaxHistory(t *testing.T) {
 func TestPushFilesOutage(t *testing.T) {
 	srv, _ := fleet(t, fleetFiles, "member1")
 	ctx := context.Background()
-	w := gitrepo.NewWriter(srv.URL("fleet"), gitrepo.PushOptions{Auth: userAuth(srv, gitserver.AgentUser("member1")), Timeout: 5 * time.Second})
+	w := gitrepo.NewWriter(srv.URL("fleet"), gitrepo.PushOptions{Auth: userAuth(srv, gitserver.AgentUser("member1"))})
 	ref := statusRef("member1")
 	if _, err := w.PushFiles(ctx, ref, map[string][]byte{"status.yaml": []byte("1")}, "s", agent("member1")); err != nil {
 		t.Fatal(err)

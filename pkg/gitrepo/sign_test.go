@@ -20,6 +20,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/flotilla-gitops/flotilla/pkg/gitrepo"
+	"github.com/flotilla-gitops/flotilla/test/prereqs"
 )
 
 type testKey struct {
@@ -178,9 +179,7 @@ func TestVerifyDetectsTampering(t *testing.T) {
 }
 
 func TestSSHSignaturesInteroperateWithGit(t *testing.T) {
-	if _, err := exec.LookPath("ssh-keygen"); err != nil {
-		t.Skip("ssh-keygen not installed")
-	}
+	prereqs.Require(t, "ssh-keygen") // git signs and verifies SSH signatures with it
 	key := sshKey(t, "ed25519", "member1@fleet")
 	keyDir := t.TempDir()
 	keyFile := filepath.Join(keyDir, "id")
@@ -227,9 +226,7 @@ func TestSSHSignaturesInteroperateWithGit(t *testing.T) {
 }
 
 func TestOpenPGPSignaturesInteroperateWithGit(t *testing.T) {
-	if _, err := exec.LookPath("gpg"); err != nil {
-		t.Skip("gpg not installed")
-	}
+	prereqs.Require(t, "gpg", "gpgconf")
 	key := pgpKey(t, "member1")
 	gnupg, err := os.MkdirTemp("", "gpg") // short: gpg's socket paths are limited
 	if err != nil {

@@ -138,7 +138,7 @@ func TestSyncOutage(t *testing.T) {
 	srv, auth := fleet(t, fleetFiles)
 	ctx := context.Background()
 	cache := t.TempDir()
-	src := &gitrepo.Source{URL: srv.URL("fleet"), Auth: auth, CacheDir: cache, Timeout: 5 * time.Second}
+	src := &gitrepo.Source{URL: srv.URL("fleet"), Auth: auth, CacheDir: cache}
 	res, err := src.Sync(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -173,16 +173,17 @@ func TestSyncOutage(t *testing.T) {
 
 func TestSyncTimeout(t *testing.T) {
 	srv, auth := fleet(t, fleetFiles)
-	srv.SetDelay(5 * time.Second)
+	// The server would answer after an hour (a request ends when its client
+	// gives up), so ErrUnreachable proves the 300ms timeout ended the sync.
+	srv.SetDelay(time.Hour)
 	src := &gitrepo.Source{URL: srv.URL("fleet"), Auth: auth, CacheDir: t.TempDir(), Timeout: 300 * time.Millisecond}
 	start := time.Now()
 	_, err := src.Sync(context.Background())
 	if !errors.Is(err, gitrepo.ErrUnreachable) {
 		t.Fatalf("err = %v, want ErrUnreachable", err)
 	}
-	if d := time.Since(start); d > 3*time.Second {
-		t.Fatalf("sync took %v despite a 300ms timeout", d)
-	}
+	t.Logf("sync gave up after %v", time.Since(start).Round(time.Millisecond))
+	srv.SetDelay(0)
 
 	// The caller's own cancellation is not an outage.
 	ctx, cancel := context.WithCancel(context.Background())
@@ -216,7 +217,7 @@ func TestSyncClassifiedErrors(t *testing.T) {
 		{"unresolvable host", "http://flotilla-no-such-host.invalid/fleet.git", "", auth, gitrepo.ErrUnreachable},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			src := &gitrepo.Source{URL: tc.url, Branch: tc.branch, Auth: tc.auth, CacheDir: t.TempDir(), Timeout: 5 * time.Second}
+			src := &gitrepo.Source{URL: tc.url, Branch: tc.branch, Auth: tc.auth, CacheDir: t.TempDir()}
 			_, err := src.Sync(context.Background())
 			if !errors.Is(err, tc.want) {
 				t.Fatalf("err = %v, want %v", err, tc.want)

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/flotilla-gitops/flotilla/test/prereqs"
 )
 
 func TestUnifiedDiff(t *testing.T) {
@@ -62,10 +64,7 @@ func TestUnifiedDiff(t *testing.T) {
 // TestUnifiedDiffMatchesGNUDiff compares hunks with diff -u on inputs whose
 // shortest edit script is unique.
 func TestUnifiedDiffMatchesGNUDiff(t *testing.T) {
-	diffBin, err := exec.LookPath("diff")
-	if err != nil {
-		t.Skip("diff(1) not installed")
-	}
+	diffBin := prereqs.LookPath(t, "diff")
 	var a, b strings.Builder
 	for i := 0; i < 60; i++ {
 		fmt.Fprintf(&a, "line %d\n", i)

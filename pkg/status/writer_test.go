@@ -32,7 +32,7 @@ func newWriterEnv(t *testing.T, cluster string, mod func(*WriterOptions)) *write
 	opts := WriterOptions{
 		Cluster: cluster, URL: url, Auth: agentAuth(srv, cluster),
 		HeartbeatInterval: 10 * time.Minute, HeartbeatJitter: -1,
-		Registerer: e.reg, Now: e.clock.Now, Timeout: 10 * time.Second,
+		Registerer: e.reg, Now: e.clock.Now, Timeout: time.Minute,
 	}
 	if mod != nil {
 		mod(&opts)
@@ -237,7 +237,6 @@ func TestWriterHeartbeatIsOneSmallCommit(t *testing.T) {
 
 func TestWriterBuffersWhileGitIsDown(t *testing.T) {
 	e := newWriterEnv(t, "member1", func(o *WriterOptions) {
-		o.Timeout = 2 * time.Second
 		o.RetryBackoff = gitrepo.Backoff{Initial: 50 * time.Millisecond, Max: 200 * time.Millisecond}
 	})
 	ctx := context.Background()
@@ -310,17 +309,26 @@ func TestWriterRunHeartbeats(t *testing.T) {
 	if err := e.w.Publish(ctx, readyDoc("member1", rev1)); err != nil {
 		t.Fatal(err)
 	}
-	runCtx, cancel := context.WithTimeout(ctx, 3500*time.Millisecond)
+	// Run until three heartbeats landed (however long a busy machine takes
+	// for them); "never more often" is the one-commit-per-second check
+	// below, not a count per wall-clock window.
+	const wantBeats = 3
+	runCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	if err := e.w.Run(runCtx); err != nil {
+	done := make(chan error, 1)
+	go func() { done <- e.w.Run(runCtx) }()
+	for pushCount(t, e.reg, PushSuccess) < 1+wantBeats && runCtx.Err() == nil {
+		time.Sleep(50 * time.Millisecond)
+	}
+	timedOut := runCtx.Err() != nil
+	cancel()
+	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	// Heartbeats fall due at whole seconds (the document's resolution), so
-	// 3.5s hold 3 or 4 of them; a busy machine may delay one.
 	log := strings.Split(gitOut(t, e.bare, "log", "--format=%ct %s", ref), "\n")
 	beats := len(log) - 1
-	if beats < 2 || beats > 4 {
-		t.Errorf("%d heartbeats in 3.5s at a 1s interval:\n%s", beats, strings.Join(log, "\n"))
+	if timedOut || beats < wantBeats {
+		t.Fatalf("%d heartbeats at a 1s interval, want at least %d:\n%s", beats, wantBeats, strings.Join(log, "\n"))
 	}
 	seen := map[string]bool{}
 	for i, l := range log {

@@ -22,6 +22,7 @@ import (
 	"github.com/flotilla-gitops/flotilla/pkg/gitrepo"
 	"github.com/flotilla-gitops/flotilla/pkg/verify"
 	"github.com/flotilla-gitops/flotilla/test/gitserver"
+	"github.com/flotilla-gitops/flotilla/test/prereqs"
 )
 
 // key is a signing key and its public half as a trusted-keys file holds it.
@@ -301,9 +302,7 @@ func TestStrictModeRefusesRewrittenHistory(t *testing.T) {
 // by the git CLI with k's SSH key.
 func gitSignedOrphan(t *testing.T, f *fixture, k key) string {
 	t.Helper()
-	if _, err := exec.LookPath("ssh-keygen"); err != nil {
-		t.Skip("ssh-keygen is needed for git's SSH signing")
-	}
+	prereqs.Require(t, "ssh-keygen") // git's SSH signing runs it
 	dir := t.TempDir()
 	keyFile := filepath.Join(t.TempDir(), "id_ed25519")
 	if err := os.WriteFile(keyFile, k.private, 0o600); err != nil {

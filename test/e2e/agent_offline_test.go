@@ -68,7 +68,7 @@ func TestAgentGitOutage(t *testing.T) {
 	a.waitApplied(time.Minute, rev1)
 
 	srv.Stop()
-	st := a.waitStatus(30*time.Second, "the outage in status", func(st *status.ClusterStatus) bool {
+	st := a.waitStatus(time.Minute, "the outage in status", func(st *status.ClusterStatus) bool {
 		return strings.Contains(st.LastError, "unreachable")
 	})
 	if st.FetchedRevision != rev1 || st.DesiredRevision != rev1 || !allUnitsReady(st) {
@@ -83,22 +83,22 @@ func TestAgentGitOutage(t *testing.T) {
 
 	editColor(t, k, ns, "red")
 	edited := time.Now()
-	took := waitColor(t, k, ns, "blue", interval+interval/10+10*time.Second)
+	took := waitColor(t, k, ns, "blue", 2*time.Minute)
 	t.Logf("drift corrected offline after %s", took.Round(10*time.Millisecond))
-	assertWithinOneInterval(t, took, interval, edited, a.logs.String())
+	assertCorrectedByNextCycle(t, edited, a.logs.String)
 
 	// A restarted agent works from the checkout cached on disk.
 	a.stop()
 	b := newInprocAgent(t, c, agentSpec{cluster: cluster, repo: repo, interval: interval, cacheDir: cache})
 	b.start()
-	b.waitStatus(30*time.Second, "the restarted agent's first cycle", func(st *status.ClusterStatus) bool {
+	b.waitStatus(time.Minute, "the restarted agent's first cycle", func(st *status.ClusterStatus) bool {
 		return st.FetchedRevision == rev1 && allUnitsReady(st) && strings.Contains(st.LastError, "unreachable")
 	})
 	editColor(t, k, ns, "yellow")
 	edited = time.Now()
-	took = waitColor(t, k, ns, "blue", interval+interval/10+10*time.Second)
+	took = waitColor(t, k, ns, "blue", 2*time.Minute)
 	t.Logf("drift corrected offline by a restarted agent after %s", took.Round(10*time.Millisecond))
-	assertWithinOneInterval(t, took, interval, edited, b.logs.String())
+	assertCorrectedByNextCycle(t, edited, b.logs.String)
 
 	// Git returns: the next commit is applied and the error clears.
 	if err := srv.Start(); err != nil {
@@ -110,7 +110,7 @@ func TestAgentGitOutage(t *testing.T) {
 	if st.LastError != "" {
 		t.Errorf("error after recovery: %s", st.LastError)
 	}
-	waitColor(t, k, ns, "green", 10*time.Second)
+	waitColor(t, k, ns, "green", time.Minute)
 }
 
 // gitUserPassword is the password agentUser gives cluster's agent.

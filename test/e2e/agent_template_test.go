@@ -3,7 +3,6 @@ package e2e_test
 import (
 	"encoding/json"
 	"fmt"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -138,7 +137,9 @@ func TestAgentTemplateLifecycle(t *testing.T) {
 			t.Fatal(err)
 		}
 		edited := time.Now()
-		waitFor(t, interval+interval/10+10*time.Second, "the edit to be reverted", func() (bool, string) {
+		// Generous: a busy machine may need several intervals; the order of
+		// cycles below is what proves the revert came with the next one.
+		waitFor(t, 2*time.Minute, "the edit to be reverted", func() (bool, string) {
 			d, err := getDeployment(t, k, "backend", "backend")
 			if err != nil {
 				return false, err.Error()
@@ -146,10 +147,9 @@ func TestAgentTemplateLifecycle(t *testing.T) {
 			env := d.Spec.Template.Spec.Containers[0].Env
 			return *d.Spec.Replicas == 10 && len(env) == 1 && env[0].Value == "info", fmt.Sprintf("replicas %d env %v", *d.Spec.Replicas, env)
 		})
-		took := time.Since(edited)
-		t.Logf("edit reverted after %s (interval %s)", took.Round(10*time.Millisecond), interval)
-		assertWithinOneInterval(t, took, interval, edited, a.logs.String())
-		a.waitStatus(30*time.Second, "the drift correction in status", func(st *status.ClusterStatus) bool {
+		t.Logf("edit reverted after %s (interval %s)", time.Since(edited).Round(10*time.Millisecond), interval)
+		assertCorrectedByNextCycle(t, edited, a.logs.String)
+		a.waitStatus(time.Minute, "the drift correction in status", func(st *status.ClusterStatus) bool {
 			u := unitOf(st, "backend")
 			return u != nil && u.DriftCorrections >= 1 && unitIsReady(u)
 		})
@@ -256,8 +256,13 @@ func TestAgentTemplateLifecycle(t *testing.T) {
 		if err != nil || unitOf(file, "backend") == nil || unitOf(file, "backend").LastError == "" {
 			t.Errorf("status file: %v %+v", err, file)
 		}
-		// Two more cycles: the Deployment was never written.
-		time.Sleep(2 * interval)
+		// Two more cycles (counted, not slept for): the Deployment was
+		// never written.
+		afterBad := time.Now()
+		waitFor(t, 2*time.Minute, "two more cycles", func() (bool, string) {
+			n := len(cyclesAfter(a.logs.String(), afterBad))
+			return n >= 2, fmt.Sprintf("%d cycles", n)
+		})
 		dep, err = getDeployment(t, k, "backend", "backend")
 		if err != nil {
 			t.Fatal(err)
@@ -373,32 +378,43 @@ func (l agentLog) first(msg, unit string) (time.Time, bool) {
 	return ts[0], true
 }
 
-// assertWithinOneInterval checks that a change made at since was handled
-// within one interval: the next cycle starts at most an interval (plus
-// its jitter) after the one running at since ended, so took may exceed the
-// interval by the two cycles' durations (from the agent's log) and the
-// test's 200ms polling, no more.
-func assertWithinOneInterval(t *testing.T, took, interval time.Duration, since time.Time, logs string) {
+// assertCorrectedByNextCycle checks that drift made at since was corrected
+// by the cycle running at since or by the next one, whatever their
+// durations: cycles run one after the other, so the second cycle to finish
+// after since started after it and saw the drift. It waits (generously)
+// for that second cycle's log record. The order of cycles, not a duration,
+// is what proves "within an interval" on a machine of any speed.
+func assertCorrectedByNextCycle(t *testing.T, since time.Time, logs func() string) {
 	t.Helper()
-	var cycles []time.Duration
-	for _, line := range strings.Split(logs, "\n") {
-		var rec struct {
-			Time     time.Time     `json:"time"`
-			Msg      string        `json:"msg"`
-			Duration time.Duration `json:"duration"`
+	var cycles []cycleRecord
+	waitFor(t, 2*time.Minute, "two cycles to finish after the edit", func() (bool, string) {
+		cycles = cyclesAfter(logs(), since)
+		return len(cycles) >= 2, fmt.Sprintf("%d cycles finished", len(cycles))
+	})
+	for _, c := range cycles[:2] {
+		if c.DriftCorrected > 0 {
+			return
 		}
-		if json.Unmarshal([]byte(line), &rec) != nil || rec.Msg != "cycle finished" || rec.Time.Add(-rec.Duration).Before(since.Add(-interval-interval/5)) {
+	}
+	t.Errorf("neither of the two cycles that finished after the edit at %s corrected drift: %+v", since.Format(time.StampMilli), cycles[:2])
+}
+
+// cycleRecord is the agent's "cycle finished" log record.
+type cycleRecord struct {
+	Time           time.Time `json:"time"`
+	Msg            string    `json:"msg"`
+	DriftCorrected int       `json:"driftCorrected"`
+}
+
+// cyclesAfter returns the cycles logged after since, in order.
+func cyclesAfter(logs string, since time.Time) []cycleRecord {
+	var out []cycleRecord
+	for _, line := range strings.Split(logs, "\n") {
+		var rec cycleRecord
+		if json.Unmarshal([]byte(line), &rec) != nil || rec.Msg != "cycle finished" || !rec.Time.After(since) {
 			continue
 		}
-		cycles = append(cycles, rec.Duration)
+		out = append(out, rec)
 	}
-	slices.Sort(cycles)
-	var longest time.Duration
-	if len(cycles) > 0 {
-		longest = cycles[len(cycles)-1]
-	}
-	bound := interval + interval/10 + 2*longest + 300*time.Millisecond
-	if took > bound {
-		t.Errorf("handled after %s: more than one interval (%s, ±10%%) plus two cycles of at most %s", took, interval, longest)
-	}
+	return out
 }

@@ -234,7 +234,13 @@ func (r *verifyRig) waitRefused(rev, reason, value string) *status.ClusterStatus
 	if c := condOf(st.Conditions, status.ConditionReady); c == nil || c.Reason != status.ReasonVerificationFailed {
 		r.t.Errorf("Ready condition %+v, want reason %s", c, status.ReasonVerificationFailed)
 	}
-	time.Sleep(5 * time.Second) // two more cycles
+	// Two more cycles, counted rather than slept for: a slow machine may
+	// run fewer than two in any fixed time.
+	cycles := r.agent.countLogs("cycle finished")
+	waitFor(r.t, 2*time.Minute, "two more cycles", func() (bool, string) {
+		n := r.agent.countLogs("cycle finished") - cycles
+		return n >= 2, fmt.Sprintf("%d more cycles", n)
+	})
 	if got := r.value(); got != value {
 		r.t.Errorf("live value %q while %s is refused, want %q", got, rev, value)
 	}

@@ -170,11 +170,12 @@ func New(ctx context.Context, dir string, cfg Config) (*Server, error) {
 func findBackend(ctx context.Context) (string, error) {
 	out, err := exec.CommandContext(ctx, "git", "--exec-path").Output()
 	if err != nil {
-		return "", fmt.Errorf("git --exec-path: %w", err)
+		return "", fmt.Errorf("git --exec-path (git is a prerequisite, see README.md): %w", err)
 	}
 	p := filepath.Join(strings.TrimSpace(string(out)), "git-http-backend")
 	if _, err := os.Stat(p); err != nil {
-		return "", fmt.Errorf("git-http-backend: %w", err)
+		// Part of Debian's git package; README.md lists the prerequisites.
+		return "", fmt.Errorf("git http-backend (Debian package git; tools/prereqs.sh checks the prerequisites): %w", err)
 	}
 	return p, nil
 }

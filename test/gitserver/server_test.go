@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/flotilla-gitops/flotilla/test/prereqs"
 )
 
 func runGit(t *testing.T, dir string, args ...string) (string, error) {
@@ -269,7 +271,10 @@ func TestStopStart(t *testing.T) {
 func TestSetDelay(t *testing.T) {
 	srv := Start(t, ForgeConfig())
 	srv.MustCreateRepo(t, "r", writeTree(t, map[string]string{"a": "1"}))
-	srv.SetDelay(2 * time.Second)
+	// An hour's delay against a 200ms client timeout: only the delay can
+	// make the request fail. Without it, the same request must succeed with
+	// no timeout of its own, however slow the machine.
+	srv.SetDelay(time.Hour)
 	client := &http.Client{Timeout: 200 * time.Millisecond}
 	req, _ := http.NewRequest("GET", srv.URL("r")+"/info/refs?service=git-upload-pack", nil)
 	req.SetBasicAuth(Maintainer, srv.Password(Maintainer))
@@ -277,7 +282,7 @@ func TestSetDelay(t *testing.T) {
 		t.Fatal("request did not time out")
 	}
 	srv.SetDelay(0)
-	resp, err := client.Do(req)
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -295,7 +300,9 @@ func TestNewStopsWithContext(t *testing.T) {
 	}
 	srv.MustCreateRepo(t, "r", "")
 	cancel()
-	deadline := time.Now().Add(5 * time.Second)
+	// Generous: a busy machine may take a while to close the listener; the
+	// happy path leaves at once.
+	deadline := time.Now().Add(time.Minute)
 	for {
 		_, err := http.Get(srv.URL("r") + "/info/refs")
 		if err != nil {
@@ -314,6 +321,7 @@ func TestNewStopsWithContext(t *testing.T) {
 func TestSSH(t *testing.T) {
 	cfg := ForgeConfig("member1")
 	cfg.SSH = true
+	prereqs.Require(t, "ssh", "ssh-keygen")
 	srv := Start(t, cfg)
 	srv.MustCreateRepo(t, "fleet", writeTree(t, map[string]string{"a": "1"}))
 	dir := t.TempDir()

@@ -150,7 +150,7 @@ func TestDeploymentBecomesAvailableOnKwokNodes(t *testing.T) {
 	if err := cl.Create(t.Context(), dep); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 60*time.Second, "Deployment Available with 3 ready replicas", func(ctx context.Context) (bool, string) {
+	eventually(t, 2*time.Minute, "Deployment Available with 3 ready replicas", func(ctx context.Context) (bool, string) {
 		var got appsv1.Deployment
 		if err := cl.Get(ctx, client.ObjectKeyFromObject(dep), &got); err != nil {
 			return false, err.Error()
@@ -270,7 +270,7 @@ func TestVolcanoGangIsScheduled(t *testing.T) {
 	if err := cl.Create(t.Context(), job); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 60*time.Second, "3 job pods bound and Running", func(ctx context.Context) (bool, string) {
+	eventually(t, 2*time.Minute, "3 job pods bound and Running", func(ctx context.Context) (bool, string) {
 		pods, err := jobPods(ctx, cl, ns, job.Name)
 		if err != nil {
 			return false, err.Error()
@@ -309,7 +309,7 @@ func TestVolcanoGangIsScheduled(t *testing.T) {
 		t.Errorf("pods per task %v, want ps:1 worker:2", tasks)
 	}
 
-	eventually(t, 30*time.Second, "PodGroup and Job Running", func(ctx context.Context) (bool, string) {
+	eventually(t, 2*time.Minute, "PodGroup and Job Running", func(ctx context.Context) (bool, string) {
 		var got batchv1alpha1.Job
 		if err := cl.Get(ctx, client.ObjectKeyFromObject(job), &got); err != nil {
 			return false, err.Error()
@@ -349,7 +349,7 @@ func TestVolcanoGangTooLargeStaysPending(t *testing.T) {
 	if err := cl.Create(t.Context(), job); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 30*time.Second, "PodGroup created by the job controller", func(ctx context.Context) (bool, string) {
+	eventually(t, 2*time.Minute, "PodGroup created by the job controller", func(ctx context.Context) (bool, string) {
 		pg, err := jobPodGroup(ctx, cl, ns, job)
 		return err == nil && pg != nil, fmt.Sprintf("err=%v", err)
 	})
@@ -428,7 +428,7 @@ func TestVolcanoGangTooLargeStaysPending(t *testing.T) {
 	if err := c.AddNodes(ctx, extra...); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 60*time.Second, "gang scheduled once capacity exists", func(ctx context.Context) (bool, string) {
+	eventually(t, 2*time.Minute, "gang scheduled once capacity exists", func(ctx context.Context) (bool, string) {
 		pods, err := jobPods(ctx, cl, ns, job.Name)
 		if err != nil {
 			return false, err.Error()
@@ -457,7 +457,7 @@ func TestVolcanoJobCompletesOnKwok(t *testing.T) {
 	if err := cl.Create(t.Context(), job); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 60*time.Second, "Job Completed", func(ctx context.Context) (bool, string) {
+	eventually(t, 2*time.Minute, "Job Completed", func(ctx context.Context) (bool, string) {
 		var got batchv1alpha1.Job
 		if err := cl.Get(ctx, client.ObjectKeyFromObject(job), &got); err != nil {
 			return false, err.Error()

@@ -466,14 +466,27 @@ func TestStatusThroughGit(t *testing.T) {
 	}
 	refusedAt := time.Now()
 
-	// 4. gamma's agent stops: Unreachable after the fleet's threshold.
+	// 4. gamma's agent stops: Unreachable after the fleet's threshold. The
+	// bound is anchored on a heartbeat gamma is known to have sent (gamma's
+	// last one is no older), not on the stop: on a busy machine the last
+	// heartbeat may lag the stop by more than an interval.
+	sent := h.waitFleet(t, time.Minute, "gamma's heartbeat", func(c map[string]status.ClusterView, _ *status.FleetView) bool {
+		return c["gamma"].Heartbeat != nil
+	})
+	var seen time.Time
+	for _, c := range sent.Clusters {
+		if c.Name == "gamma" {
+			seen = c.Heartbeat.Time
+		}
+	}
 	stopped := time.Now()
 	agents["gamma"].stop()
-	h.waitFleet(t, unreachable+time.Minute, "gamma Unreachable", func(c map[string]status.ClusterView, _ *status.FleetView) bool {
+	h.waitFleet(t, unreachable+3*time.Minute, "gamma Unreachable", func(c map[string]status.ClusterView, _ *status.FleetView) bool {
 		return c["gamma"].State == status.StateUnreachable && c["alpha"].State == status.StateInSync
 	})
-	if since := time.Since(stopped); since < unreachable-2*heartbeat {
-		t.Errorf("gamma turned Unreachable %v after its agent stopped, before the %v threshold", since, unreachable)
+	t.Logf("gamma turned Unreachable %v after its agent stopped", time.Since(stopped).Round(time.Millisecond))
+	if age := time.Since(seen); age < unreachable {
+		t.Errorf("gamma turned Unreachable %v after a heartbeat it sent, before the %v threshold", age, unreachable)
 	}
 
 	// Nor may alpha's agent write gamma's status (quiet now, so no race
@@ -493,7 +506,7 @@ func TestStatusThroughGit(t *testing.T) {
 		gitrepo.Signature{Name: "gamma"}, gitrepo.PushOptions{Auth: agentAuth(srv, "gamma")}); err != nil {
 		t.Fatal(err)
 	}
-	h.waitFleet(t, time.Minute, "gamma Untrusted, beta still Failing", func(c map[string]status.ClusterView, _ *status.FleetView) bool {
+	h.waitFleet(t, 3*time.Minute, "gamma Untrusted, beta still Failing", func(c map[string]status.ClusterView, _ *status.FleetView) bool {
 		return c["gamma"].State == status.StateUntrusted && strings.Contains(c["gamma"].Reason, `claims to be cluster "beta"`) &&
 			c["beta"].State == status.StateFailing
 	})
