@@ -10,7 +10,6 @@ import (
 	"slices"
 	"strings"
 
-	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/chartutil"
@@ -207,7 +206,7 @@ func helmTemplate(req *helmRequest) ([]byte, error) {
 		return nil, fmt.Errorf("load chart: %w", err)
 	}
 	if deps := ch.Metadata.Dependencies; len(deps) > 0 {
-		if err := action.CheckDependencies(ch, deps); err != nil {
+		if err := checkDependencies(ch, deps); err != nil {
 			return nil, fmt.Errorf("chart dependencies: %w", err)
 		}
 	}
@@ -215,29 +214,13 @@ func helmTemplate(req *helmRequest) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("values: %w", err)
 	}
-	cfg := &action.Configuration{Log: func(string, ...any) {}}
-	inst := action.NewInstall(cfg)
-	inst.DryRun = true
-	inst.ClientOnly = true
-	inst.Replace = true
-	inst.IncludeCRDs = true
-	inst.ReleaseName = req.ReleaseName
-	inst.Namespace = req.Namespace
-	if req.KubeVersion != "" {
-		kv, err := chartutil.ParseKubeVersion(req.KubeVersion)
-		if err != nil {
-			return nil, fmt.Errorf("capabilities: %w", err)
-		}
-		inst.KubeVersion = kv
-	}
-	inst.APIVersions = slices.Clone(req.APIVersions)
-	rel, err := inst.Run(ch, vals)
+	manifest, hooks, err := templateClientOnly(ch, vals, req)
 	if err != nil {
 		return nil, err
 	}
 	var out bytes.Buffer
-	out.WriteString(rel.Manifest)
-	for _, h := range rel.Hooks {
+	out.Write(manifest)
+	for _, h := range hooks {
 		if slices.Contains(h.Events, release.HookTest) {
 			continue
 		}
