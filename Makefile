@@ -46,14 +46,8 @@ test-unit: ## Run every test that needs no cluster (no tools built; -short skips
 
 FUZZTIME ?= 5s
 .PHONY: fuzz
-fuzz: ## Run each fuzz target for FUZZTIME (default 5s), beyond its seed corpus
-	@set -e; for pkg in $$(go list ./... ); do \
-		dir=$$(go list -f '{{.Dir}}' $$pkg); \
-		for fn in $$(grep -ho '^func Fuzz[A-Za-z0-9_]*' $$dir/*_test.go 2>/dev/null | cut -c6-); do \
-			echo "fuzz: $$pkg $$fn"; \
-			go test -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZTIME) $$pkg >/dev/null || { go test -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZTIME) $$pkg; exit 1; }; \
-		done; \
-	done
+fuzz: ## Run each fuzz target for FUZZTIME (default 5s) beyond its seed corpus
+	@tools/fuzz.sh $(FUZZTIME)
 
 .PHONY: lint
 lint: ## gofmt, go vet, staticcheck, and go.mod/go.sum tidy (root and tools/)
