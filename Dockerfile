@@ -28,14 +28,14 @@ ARG TARGETOS TARGETARCH VERSION=dev COMMIT=unknown
 RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
     GOOS=$TARGETOS GOARCH=$TARGETARCH go build -trimpath \
       -ldflags "-s -w -X github.com/flotilla-gitops/flotilla/pkg/version.Version=${VERSION} -X github.com/flotilla-gitops/flotilla/pkg/version.Commit=${COMMIT}" \
-      -o /out/flotilla-agent ./agent
+      -o /out/flotilla-agent ./agent/flotilla-agent
 
 FROM source AS build-hub
 ARG TARGETOS TARGETARCH VERSION=dev COMMIT=unknown
 RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
     GOOS=$TARGETOS GOARCH=$TARGETARCH go build -trimpath \
       -ldflags "-s -w -X github.com/flotilla-gitops/flotilla/pkg/version.Version=${VERSION} -X github.com/flotilla-gitops/flotilla/pkg/version.Commit=${COMMIT}" \
-      -o /out/flotilla ./hub
+      -o /out/flotilla ./hub/flotilla
 
 FROM gcr.io/distroless/static-debian12:nonroot AS flotilla
 COPY --from=build-hub /out/flotilla /flotilla

@@ -20,8 +20,8 @@ help: ## Show this help
 
 .PHONY: build
 build: ## Build the flotilla and flotilla-agent binaries into bin/
-	go build -ldflags "$(LDFLAGS)" -o $(BIN)/flotilla ./hub
-	go build -ldflags "$(LDFLAGS)" -o $(BIN)/flotilla-agent ./agent
+	go build -ldflags "$(LDFLAGS)" -o $(BIN)/flotilla ./hub/flotilla
+	go build -ldflags "$(LDFLAGS)" -o $(BIN)/flotilla-agent ./agent/flotilla-agent
 
 .PHONY: demo
 demo: tools build ## Start a local demo fleet (Git server, 3 clusters, 3 agents) until Ctrl-C

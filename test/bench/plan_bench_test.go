@@ -153,10 +153,10 @@ func planBinary(b *testing.B) string {
 		cache = os.TempDir()
 	}
 	bin := filepath.Join(cache, "flotilla", "bench", "flotilla")
-	cmd := exec.Command("go", "build", "-o", bin, "./hub")
+	cmd := exec.Command("go", "build", "-o", bin, "./hub/flotilla")
 	cmd.Dir = "../.." // the module root (tests run in their package's directory)
 	if out, err := cmd.CombinedOutput(); err != nil {
-		b.Fatalf("go build ./hub: %v\n%s", err, out)
+		b.Fatalf("go build ./hub/flotilla: %v\n%s", err, out)
 	}
 	return bin
 }

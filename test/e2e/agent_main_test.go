@@ -131,10 +131,10 @@ func agentBinary(t *testing.T) string {
 			cache = os.TempDir()
 		}
 		out := filepath.Join(cache, "flotilla", "e2e", "flotilla-agent")
-		cmd := exec.Command("go", "build", "-o", out, "./agent")
+		cmd := exec.Command("go", "build", "-o", out, "./agent/flotilla-agent")
 		cmd.Dir = root
 		if b, err := cmd.CombinedOutput(); err != nil {
-			agentShared.binErr = fmt.Errorf("go build ./agent: %v\n%s", err, b)
+			agentShared.binErr = fmt.Errorf("go build ./agent/flotilla-agent: %v\n%s", err, b)
 			return
 		}
 		agentShared.bin = out
@@ -149,7 +149,7 @@ func agentBinary(t *testing.T) string {
 // depsNewerThan reports a non-test Go file of the agent's module
 // dependencies, or go.mod, modified after t.
 func depsNewerThan(root string, t time.Time) (bool, error) {
-	cmd := exec.Command("go", "list", "-deps", "-f", "{{if .Module}}{{if .Module.Main}}{{.Dir}}{{range .GoFiles}} {{.}}{{end}}{{end}}{{end}}", "./agent")
+	cmd := exec.Command("go", "list", "-deps", "-f", "{{if .Module}}{{if .Module.Main}}{{.Dir}}{{range .GoFiles}} {{.}}{{end}}{{end}}{{end}}", "./agent/flotilla-agent")
 	cmd.Dir = root
 	out, err := cmd.Output()
 	if err != nil {
