@@ -1,9 +1,5 @@
 package status
 
-// How a document's conditions read: shared by the writer's commit messages
-// and the hub's fleet view, so both call a unit failing for the same
-// reasons.
-
 import (
 	"strings"
 
