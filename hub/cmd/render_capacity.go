@@ -8,10 +8,9 @@ import (
 	"time"
 
 	"github.com/flotilla-gitops/flotilla/pkg/fleet"
+	"github.com/flotilla-gitops/flotilla/pkg/fleetstatus"
 	"github.com/flotilla-gitops/flotilla/pkg/gitrepo"
 	"github.com/flotilla-gitops/flotilla/pkg/slice"
-	"github.com/flotilla-gitops/flotilla/pkg/status"
-	"github.com/flotilla-gitops/flotilla/pkg/volcano"
 )
 
 // statusReadTimeout bounds each Git operation of reading status refs.
@@ -39,7 +38,7 @@ func renderCapacity(ctx context.Context, root string, repo *fleet.Repo, statusRe
 		}
 		src = root
 	}
-	ro := status.ReadOptions{Repo: src, Timeout: statusReadTimeout}
+	ro := fleetstatus.ReadOptions{Repo: src, Timeout: statusReadTimeout}
 	if authDir != "" {
 		auth, err := gitrepo.LoadAuth(authDir)
 		if err != nil {
@@ -47,7 +46,7 @@ func renderCapacity(ctx context.Context, root string, repo *fleet.Repo, statusRe
 		}
 		ro.Auth = auth
 	}
-	docs, err := status.DocumentsFor(ctx, ro, repo)
+	docs, err := fleetstatus.DocumentsFor(ctx, ro, repo)
 	if err != nil {
 		return nil, nil, fmt.Errorf("read cluster status for BestFit placement: %w", err)
 	}
@@ -57,6 +56,6 @@ func renderCapacity(ctx context.Context, root string, repo *fleet.Repo, statusRe
 			warnings = append(warnings, fmt.Sprintf("status of cluster %s is not trusted (%s); its capacity is not used", cd.Cluster, cd.Trust.Reason))
 		}
 	}
-	caps, w := volcano.CapacitiesFrom(docs)
+	caps, w := fleetstatus.CapacitiesFrom(docs)
 	return caps, append(warnings, w...), nil
 }

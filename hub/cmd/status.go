@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/flotilla-gitops/flotilla/pkg/fleetstatus"
 	"github.com/flotilla-gitops/flotilla/pkg/gitrepo"
 	"github.com/flotilla-gitops/flotilla/pkg/status"
 )
@@ -36,34 +37,34 @@ func (o *statusOptions) bind(c *cobra.Command) {
 	f.IntVar(&o.statusShards, "status-shards", 1, "number of status repos {shard} ranges over (as given to the agents)")
 	f.StringVar(&o.authDir, "git-credentials-dir", "", "directory with Git credentials (files username, password, bearerToken, identity, known_hosts, ca.crt)")
 	f.StringVar(&o.cacheDir, "cache-dir", "", "where fetched Git objects are kept between runs (default: the user cache directory)")
-	f.StringVarP(&o.output, "output", "o", status.FormatTable, "output format: "+strings.Join(status.Formats, ", "))
+	f.StringVarP(&o.output, "output", "o", fleetstatus.FormatTable, "output format: "+strings.Join(fleetstatus.Formats, ", "))
 	f.BoolVarP(&o.watch, "watch", "w", false, "print again every --interval until interrupted")
 	f.DurationVar(&o.interval, "interval", 10*time.Second, "refresh interval of --watch")
 	f.DurationVar(&o.timeout, "timeout", time.Minute, "timeout of each Git operation")
 	f.StringArrayVar(&o.clusters, "cluster", nil, "show only this cluster (repeatable)")
 }
 
-func (o *statusOptions) readOptions() (status.ReadOptions, error) {
-	if !slices.Contains(status.Formats, o.output) {
-		return status.ReadOptions{}, fmt.Errorf("--output %q: want one of %s", o.output, strings.Join(status.Formats, ", "))
+func (o *statusOptions) readOptions() (fleetstatus.ReadOptions, error) {
+	if !slices.Contains(fleetstatus.Formats, o.output) {
+		return fleetstatus.ReadOptions{}, fmt.Errorf("--output %q: want one of %s", o.output, strings.Join(fleetstatus.Formats, ", "))
 	}
 	if o.watch && o.interval <= 0 {
-		return status.ReadOptions{}, fmt.Errorf("--interval must be positive")
+		return fleetstatus.ReadOptions{}, fmt.Errorf("--interval must be positive")
 	}
-	ro := status.ReadOptions{Repo: o.repo, Branch: o.branch, CacheDir: o.cacheDir, Timeout: o.timeout, Clusters: o.clusters}
+	ro := fleetstatus.ReadOptions{Repo: o.repo, Branch: o.branch, CacheDir: o.cacheDir, Timeout: o.timeout, Clusters: o.clusters}
 	if o.statusRepo != "" {
 		if o.statusShards < 1 {
-			return status.ReadOptions{}, fmt.Errorf("--status-shards must be at least 1")
+			return fleetstatus.ReadOptions{}, fmt.Errorf("--status-shards must be at least 1")
 		}
 		if o.statusShards > 1 && !strings.Contains(o.statusRepo, status.ShardPlaceholder) {
-			return status.ReadOptions{}, fmt.Errorf("--status-repo has no %s placeholder for %d shards", status.ShardPlaceholder, o.statusShards)
+			return fleetstatus.ReadOptions{}, fmt.Errorf("--status-repo has no %s placeholder for %d shards", status.ShardPlaceholder, o.statusShards)
 		}
 		ro.StatusRepos = status.ShardURLs(o.statusRepo, o.statusShards)
 	}
 	if o.authDir != "" {
 		auth, err := gitrepo.LoadAuth(o.authDir)
 		if err != nil {
-			return status.ReadOptions{}, err
+			return fleetstatus.ReadOptions{}, err
 		}
 		ro.Auth = auth
 	}
@@ -114,11 +115,11 @@ Everything comes from Git: no cluster is contacted.`,
 				return err
 			}
 			return watch(c.Context(), c.OutOrStdout(), c.ErrOrStderr(), o, func(ctx context.Context, w io.Writer) error {
-				v, err := status.Read(ctx, ro)
+				v, err := fleetstatus.Read(ctx, ro)
 				if err != nil {
 					return err
 				}
-				return status.WriteFleet(w, v, o.output)
+				return fleetstatus.WriteFleet(w, v, o.output)
 			})
 		},
 	}
@@ -161,11 +162,11 @@ URL.`,
 				rev = args[0]
 			}
 			return watch(c.Context(), c.OutOrStdout(), c.ErrOrStderr(), o, func(ctx context.Context, w io.Writer) error {
-				r, err := status.ReadRollout(ctx, ro, rev)
+				r, err := fleetstatus.ReadRollout(ctx, ro, rev)
 				if err != nil {
 					return err
 				}
-				return status.WriteRollout(w, r, o.output)
+				return fleetstatus.WriteRollout(w, r, o.output)
 			})
 		},
 	}
@@ -178,7 +179,7 @@ func watch(ctx context.Context, stdout, stderr io.Writer, o *statusOptions, show
 		return show(ctx, stdout)
 	}
 	for {
-		if o.output == status.FormatTable || o.output == status.FormatMarkdown {
+		if o.output == fleetstatus.FormatTable || o.output == fleetstatus.FormatMarkdown {
 			fmt.Fprintf(stdout, "\n--- %s\n", time.Now().Format(time.RFC3339))
 		}
 		if err := show(ctx, stdout); err != nil {

@@ -7,8 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/flotilla-gitops/flotilla/pkg/status"
-	"github.com/flotilla-gitops/flotilla/pkg/volcano"
+	"github.com/flotilla-gitops/flotilla/pkg/fleetstatus"
 )
 
 // newStatusJobsCommand is `flotilla status jobs`; it shares the status
@@ -38,11 +37,11 @@ Clusters whose status is missing or not trusted are named below the table.`,
 				return err
 			}
 			return watch(c.Context(), c.OutOrStdout(), c.ErrOrStderr(), o, func(ctx context.Context, w io.Writer) error {
-				docs, err := status.ReadDocuments(ctx, ro)
+				docs, err := fleetstatus.ReadDocuments(ctx, ro)
 				if err != nil {
 					return err
 				}
-				return volcano.WriteJobs(w, volcano.NewJobsView(docs, time.Now()), o.output)
+				return fleetstatus.WriteJobs(w, fleetstatus.NewJobsView(docs, time.Now()), o.output)
 			})
 		},
 	}

@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/flotilla-gitops/flotilla/pkg/fleetstatus"
 	"github.com/flotilla-gitops/flotilla/pkg/gitrepo"
 	"github.com/flotilla-gitops/flotilla/pkg/status"
 	"github.com/flotilla-gitops/flotilla/test/gitserver"
@@ -48,15 +49,15 @@ func TestStatusCommand(t *testing.T) {
 	if code != ExitOK {
 		t.Fatalf("status: exit %d\n%s", code, stderr)
 	}
-	var v status.FleetView
+	var v fleetstatus.View
 	if err := json.Unmarshal([]byte(stdout), &v); err != nil {
 		t.Fatalf("%v\n%s", err, stdout)
 	}
-	states := map[string]status.State{}
+	states := map[string]fleetstatus.State{}
 	for _, c := range v.Clusters {
 		states[c.Name] = c.State
 	}
-	if states["member1"] != status.StateInSync || states["member2"] != status.StateNoStatus || states["edge-1"] != status.StateNoStatus {
+	if states["member1"] != fleetstatus.StateInSync || states["member2"] != fleetstatus.StateNoStatus || states["edge-1"] != fleetstatus.StateNoStatus {
 		t.Errorf("states: %v", states)
 	}
 
@@ -151,18 +152,18 @@ func TestStatusShardedRepos(t *testing.T) {
 		if code != ExitOK {
 			t.Fatalf("%s: exit %d\n%s", name, code, stderr)
 		}
-		var v status.FleetView
+		var v fleetstatus.View
 		if err := yaml.Unmarshal([]byte(stdout), &v); err != nil {
 			t.Fatalf("%s: -o yaml: %v\n%s", name, err, stdout)
 		}
-		if v.Summary[status.StateInSync] != len(clusters) || len(v.Clusters) != len(clusters) {
+		if v.Summary[fleetstatus.StateInSync] != len(clusters) || len(v.Clusters) != len(clusters) {
 			t.Errorf("%s: summary %v, want %d InSync\n%s", name, v.Summary, len(clusters), stdout)
 		}
 	}
 	// Without the status repos the fleet repo has no status at all.
 	stdout, _, _ := runCLI(t, "status", "--repo", bare, "-o", "json")
-	var v status.FleetView
-	if err := json.Unmarshal([]byte(stdout), &v); err != nil || v.Summary[status.StateNoStatus] != len(clusters) {
+	var v fleetstatus.View
+	if err := json.Unmarshal([]byte(stdout), &v); err != nil || v.Summary[fleetstatus.StateNoStatus] != len(clusters) {
 		t.Errorf("status without --status-repo: %v %v", v.Summary, err)
 	}
 }

@@ -1,8 +1,9 @@
 // Package status owns the ClusterStatus document an agent commits to its
-// own Git ref (refs/heads/flotilla/status/<cluster>), the writer that
-// commits it only on meaningful change plus a heartbeat, and the hub-side
-// reader that aggregates every cluster's document into the fleet view,
-// flagging status commits that are not trustworthy.
+// own Git ref (refs/heads/flotilla/status/<cluster>) and the writer that
+// commits it only on meaningful change plus a heartbeat. The agent links
+// it, so it holds nothing the agent does not run or both sides do not
+// share: the hub's reading of every cluster's document into the fleet
+// view, and the judging of status commits, are in pkg/fleetstatus.
 //
 // # The document
 //
@@ -38,34 +39,12 @@
 // commit, when Git returns. Metrics: flotilla_status_push_total{result},
 // flotilla_status_push_duration_seconds, flotilla_status_pending.
 // ShardURL spreads clusters over several status repos ({shard} in the URL)
-// by a stable hash of the cluster name.
+// by a stable hash of the cluster name; the hub reads them all
+// (ShardURLs).
 //
-// # Reading (hub)
+// # Reading the conditions
 //
-// Read loads clusters/ and fleets/ from the fleet repo's branch head (a URL,
-// fetched into a cache, or a local clone or bare repository read in
-// place), reads every status ref (gitrepo.ReadRefs) and returns a
-// FleetView: per cluster its State (InSync, Behind, Failing, Unreachable,
-// NoStatus, Untrusted), revisions, units Ready/total, failing units with
-// reasons, Volcano jobs by phase and the heartbeat's age. A cluster applied
-// at an older commit is InSync when no file of its slice
-// (rendered/<bucket>/<cluster>/) changed since. Unreachable means no
-// heartbeat for longer than the strictest interval × failureThreshold of
-// the cluster's fleets (DefaultHealthCheckInterval × DefaultFailureThreshold,
-// 10m × 3, when none sets a healthCheck: a shorter default would flag
-// every idle cluster between two default heartbeats).
-//
-// A status ref is believed only when its head commit changes status.yaml
-// alone, the document names the ref's cluster, the cluster exists in
-// clusters/, and, when the cluster lists spec.statusKeys, the commit is
-// signed by one of them; otherwise the cluster is Untrusted with the
-// reason and nothing of the document is shown as fact.
-//
-// ReadRollout follows one merged commit: per cluster Dispatched (the commit
-// changed its slice), Propagating (the agent fetched it or later),
-// Completed (applied at it or later, all units Ready) or Failed, or
-// Unaffected. It is derived from Git alone, so reading it again is safe.
-//
-// WriteFleet and WriteRollout print the views as table, json, yaml or
-// markdown (`flotilla status`, `flotilla status rollout`).
+// UnitReady, UnitFailing, UnitFailure and ClusterFailure say how a
+// document's conditions read; the writer's commit messages and the hub's
+// fleet view both use them.
 package status

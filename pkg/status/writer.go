@@ -353,9 +353,9 @@ func commitMessage(doc *ClusterStatus, heartbeat bool) string {
 	ready, total, failing := 0, len(doc.Units), 0
 	for _, u := range doc.Units {
 		switch {
-		case unitReady(u):
+		case UnitReady(u):
 			ready++
-		case unitFailing(u):
+		case UnitFailing(u):
 			failing++
 		}
 	}
@@ -368,7 +368,7 @@ func commitMessage(doc *ClusterStatus, heartbeat bool) string {
 		at = doc.DesiredRevision
 	}
 	if at != "" {
-		state += " at " + shortRevision(at)
+		state += " at " + ShortRevision(at)
 	}
 	return fmt.Sprintf("status: %s %s", doc.Cluster, state)
 }

@@ -163,7 +163,7 @@ func TestWriterCommitsChangesOnly(t *testing.T) {
 	if n := e.commits(t, ref); n != 2 {
 		t.Fatalf("%d commits, want 2", n)
 	}
-	if got := e.committed(t, ref); got.Units[0].Name != "api" || !unitFailing(got.Units[0]) {
+	if got := e.committed(t, ref); got.Units[0].Name != "api" || !UnitFailing(got.Units[0]) {
 		t.Errorf("the failure was not committed: %+v", got.Units)
 	}
 	if got := gitOut(t, e.bare, "show", "--format=", "--name-only", ref); got != FileName {

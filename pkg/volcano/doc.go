@@ -1,9 +1,10 @@
 // Package volcano owns Flotilla's Volcano batch jobs and queues on the
-// agent side and the hub's view of them: the capacity a cluster reports
-// (the input of GlobalJob BestFit placement, whose arithmetic is in
-// pkg/placement), the gang preflight before a job is submitted, the
-// submission semantics of job units, job status, and the fleet's jobs view
-// (`flotilla status jobs`).
+// agent side: the capacity a cluster reports (the input of GlobalJob
+// BestFit placement, whose arithmetic is in pkg/placement), the gang
+// preflight before a job is submitted, the submission semantics of job
+// units, and job status. The hub's views of what agents report (the
+// fleet's jobs, reported capacities) are in pkg/fleetstatus, which the
+// agent does not link.
 //
 // # Units
 //
@@ -69,6 +70,7 @@
 // memory and extended resources (nvidia.com/gpu, …), free = allocatable
 // minus the requests of the non-terminal pods bound to them, and each
 // queue's capability and allocation (requests of its bound non-terminal
-// pods). The hub reads these from the status documents: Capacities turns
-// them into BestFit's input, JobsView into `flotilla status jobs`.
+// pods). The hub reads these from the status documents
+// (pkg/fleetstatus): CapacitiesFrom turns them into BestFit's input,
+// NewJobsView into `flotilla status jobs`.
 package volcano

@@ -16,6 +16,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/flotilla-gitops/flotilla/pkg/fleetstatus"
 	"github.com/flotilla-gitops/flotilla/pkg/gitrepo"
 	"github.com/flotilla-gitops/flotilla/pkg/slice"
 	"github.com/flotilla-gitops/flotilla/pkg/status"
@@ -256,7 +257,7 @@ func BenchmarkStatusRead1000(b *testing.B) {
 
 		// In process first (go test -cpuprofile shows where the time goes).
 		start := time.Now()
-		if _, err := status.Read(context.Background(), status.ReadOptions{Repo: repo}); err != nil {
+		if _, err := fleetstatus.Read(context.Background(), fleetstatus.ReadOptions{Repo: repo}); err != nil {
 			b.Fatal(err)
 		}
 		inProcess := time.Since(start)
@@ -272,11 +273,11 @@ func BenchmarkStatusRead1000(b *testing.B) {
 		if err != nil {
 			b.Fatalf("flotilla status: %v\n%s", err, stderr.String())
 		}
-		var v status.FleetView
+		var v fleetstatus.View
 		if err := json.Unmarshal(stdout.Bytes(), &v); err != nil {
 			b.Fatal(err)
 		}
-		if len(v.Clusters) != clusters || v.Summary[status.StateInSync] != clusters-10 || v.Summary[status.StateBehind] != 10 {
+		if len(v.Clusters) != clusters || v.Summary[fleetstatus.StateInSync] != clusters-10 || v.Summary[fleetstatus.StateBehind] != 10 {
 			b.Errorf("view: %d clusters, summary %v; want %d, %d InSync, 10 Behind", len(v.Clusters), v.Summary, clusters, clusters-10)
 		}
 		var rss int64
@@ -297,7 +298,7 @@ func BenchmarkStatusRead1000(b *testing.B) {
 				b.Errorf("flotilla status over %d clusters took %v, goal ≤ %v", clusters, wall, statusReadGoal)
 			}
 		}
-		b.Logf("flotilla status over %d clusters (20 units each) from a local repo: %v wall, %v CPU, peak RSS %d MiB (%s the %v goal); status.Read in process %v; load average %s",
+		b.Logf("flotilla status over %d clusters (20 units each) from a local repo: %v wall, %v CPU, peak RSS %d MiB (%s the %v goal); fleetstatus.Read in process %v; load average %s",
 			clusters, wall.Round(time.Millisecond), cpu.Round(time.Millisecond), rss>>20, verdict, statusReadGoal, inProcess.Round(time.Millisecond), loadAverage())
 
 		// Rollout of the commit that changed 10 slices.
@@ -306,11 +307,11 @@ func BenchmarkStatusRead1000(b *testing.B) {
 		if err != nil {
 			b.Fatalf("flotilla status rollout: %v", err)
 		}
-		var r status.RolloutView
+		var r fleetstatus.RolloutView
 		if err := json.Unmarshal(out, &r); err != nil {
 			b.Fatal(err)
 		}
-		if r.Summary[status.RolloutUnaffected] != clusters-10 {
+		if r.Summary[fleetstatus.RolloutUnaffected] != clusters-10 {
 			b.Errorf("rollout summary %v", r.Summary)
 		}
 		b.ReportMetric(time.Since(start).Seconds(), "s/rollout-1000")

@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/flotilla-gitops/flotilla/pkg/bootstrap"
-	"github.com/flotilla-gitops/flotilla/pkg/status"
+	"github.com/flotilla-gitops/flotilla/pkg/fleetstatus"
 	istiocrds "github.com/flotilla-gitops/flotilla/test/fixtures/istio-crds"
 	"github.com/flotilla-gitops/flotilla/test/gitserver"
 	"github.com/flotilla-gitops/flotilla/test/testenv"
@@ -274,11 +274,11 @@ func (f *Fleet) startAgent(ctx context.Context, name string, c *testenv.Cluster)
 
 // WaitInSync polls `flotilla status` until every cluster is InSync at the
 // fleet repo's head, printing each change of a cluster's state.
-func (f *Fleet) WaitInSync(ctx context.Context, timeout time.Duration) (*status.FleetView, error) {
+func (f *Fleet) WaitInSync(ctx context.Context, timeout time.Duration) (*fleetstatus.View, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	last := map[string]string{}
-	var view *status.FleetView
+	var view *fleetstatus.View
 	for {
 		for _, a := range f.agents {
 			select {
@@ -300,7 +300,7 @@ func (f *Fleet) WaitInSync(ctx context.Context, timeout time.Duration) (*status.
 					f.logf("  %-8s %s", c.Name, line)
 					last[c.Name] = line
 				}
-				if c.State == status.StateInSync {
+				if c.State == fleetstatus.StateInSync {
 					inSync++
 				}
 			}
@@ -328,12 +328,12 @@ func (f *Fleet) WaitInSync(ctx context.Context, timeout time.Duration) (*status.
 }
 
 // Status runs `flotilla status -o json` against the fleet repo.
-func (f *Fleet) Status(ctx context.Context) (*status.FleetView, error) {
+func (f *Fleet) Status(ctx context.Context) (*fleetstatus.View, error) {
 	out, err := f.Run(ctx, "", f.Flotilla(), f.StatusArgs("-o", "json")...)
 	if err != nil {
 		return nil, err
 	}
-	v := &status.FleetView{}
+	v := &fleetstatus.View{}
 	if err := json.Unmarshal([]byte(out), v); err != nil {
 		return nil, fmt.Errorf("flotilla status -o json: %w", err)
 	}

@@ -15,7 +15,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/flotilla-gitops/flotilla/pkg/status"
+	"github.com/flotilla-gitops/flotilla/pkg/fleetstatus"
 	"github.com/flotilla-gitops/flotilla/test/demo"
 )
 
@@ -44,7 +44,7 @@ func TestDemo(t *testing.T) {
 		t.Fatalf("%v\nprogress:\n%s", err, out.String())
 	}
 	for _, c := range view.Clusters {
-		if c.State != status.StateInSync || c.UnitsTotal == 0 || c.UnitsReady != c.UnitsTotal || c.AppliedRevision == "" {
+		if c.State != fleetstatus.StateInSync || c.UnitsTotal == 0 || c.UnitsReady != c.UnitsTotal || c.AppliedRevision == "" {
 			t.Errorf("cluster %s: %+v", c.Name, c)
 		}
 	}
@@ -57,7 +57,7 @@ func TestDemo(t *testing.T) {
 			t.Errorf("status table lacks %s:\n%s", name, table)
 		}
 	}
-	if got := strings.Count(table, string(status.StateInSync)); got < len(demo.Clusters) {
+	if got := strings.Count(table, string(fleetstatus.StateInSync)); got < len(demo.Clusters) {
 		t.Errorf("status table shows %d InSync, want %d:\n%s", got, len(demo.Clusters), table)
 	}
 	t.Logf("progress:\n%s\n%s", out.String(), table)

@@ -21,6 +21,7 @@ import (
 	"github.com/flotilla-gitops/flotilla/agent/reconcile"
 	hubcmd "github.com/flotilla-gitops/flotilla/hub/cmd"
 	"github.com/flotilla-gitops/flotilla/pkg/apply"
+	"github.com/flotilla-gitops/flotilla/pkg/fleetstatus"
 	"github.com/flotilla-gitops/flotilla/pkg/gitrepo"
 	"github.com/flotilla-gitops/flotilla/pkg/status"
 	"github.com/flotilla-gitops/flotilla/pkg/volcano"
@@ -218,20 +219,20 @@ func hubOutput(t *testing.T, args ...string) (stdout, stderr string, err error) 
 }
 
 // statusJobs runs `flotilla status jobs -o json` against the Git server.
-func statusJobs(t *testing.T, srv *gitserver.Server, repo, creds, cache string) (*volcano.JobsView, error) {
+func statusJobs(t *testing.T, srv *gitserver.Server, repo, creds, cache string) (*fleetstatus.JobsView, error) {
 	t.Helper()
 	out, err := hub(t, "status", "jobs", "--repo", srv.URL(repo), "--git-credentials-dir", creds, "--cache-dir", cache, "-o", "json")
 	if err != nil {
 		return nil, err
 	}
-	v := &volcano.JobsView{}
+	v := &fleetstatus.JobsView{}
 	if err := json.Unmarshal([]byte(out), v); err != nil {
 		return nil, fmt.Errorf("decode %q: %w", out, err)
 	}
 	return v, nil
 }
 
-func rowOf(v *volcano.JobsView, cluster, name string) *volcano.JobRow {
+func rowOf(v *fleetstatus.JobsView, cluster, name string) *fleetstatus.JobRow {
 	for i := range v.Jobs {
 		if v.Jobs[i].Cluster == cluster && v.Jobs[i].Name == name {
 			return &v.Jobs[i]

@@ -22,6 +22,7 @@ import (
 	"github.com/flotilla-gitops/flotilla/agent/reconcile"
 	hubcmd "github.com/flotilla-gitops/flotilla/hub/cmd"
 	"github.com/flotilla-gitops/flotilla/pkg/apply"
+	"github.com/flotilla-gitops/flotilla/pkg/fleetstatus"
 	"github.com/flotilla-gitops/flotilla/pkg/gitrepo"
 	"github.com/flotilla-gitops/flotilla/pkg/render"
 	"github.com/flotilla-gitops/flotilla/pkg/status"
@@ -310,13 +311,13 @@ func (h hub) args(extra ...string) []string {
 	return append([]string{"--repo", h.url, "--git-credentials-dir", h.creds, "--cache-dir", h.cache}, extra...)
 }
 
-func (h hub) fleet(t *testing.T) (*status.FleetView, error) {
+func (h hub) fleet(t *testing.T) (*fleetstatus.View, error) {
 	t.Helper()
 	out, code := flotilla(t, append([]string{"status"}, h.args("-o", "json")...)...)
 	if code != hubcmd.ExitOK {
 		return nil, errors.New(out)
 	}
-	var v status.FleetView
+	var v fleetstatus.View
 	if err := json.Unmarshal([]byte(out), &v); err != nil {
 		return nil, fmt.Errorf("%w\n%s", err, out)
 	}
@@ -324,16 +325,16 @@ func (h hub) fleet(t *testing.T) (*status.FleetView, error) {
 }
 
 // waitFleet reads `flotilla status` until cond holds.
-func (h hub) waitFleet(t *testing.T, timeout time.Duration, what string, cond func(map[string]status.ClusterView, *status.FleetView) bool) *status.FleetView {
+func (h hub) waitFleet(t *testing.T, timeout time.Duration, what string, cond func(map[string]fleetstatus.ClusterView, *fleetstatus.View) bool) *fleetstatus.View {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
-	var last *status.FleetView
+	var last *fleetstatus.View
 	var lastErr error
 	for time.Now().Before(deadline) {
 		v, err := h.fleet(t)
 		if err == nil {
 			last = v
-			byName := map[string]status.ClusterView{}
+			byName := map[string]fleetstatus.ClusterView{}
 			for _, c := range v.Clusters {
 				byName[c.Name] = c
 			}
@@ -347,7 +348,7 @@ func (h hub) waitFleet(t *testing.T, timeout time.Duration, what string, cond fu
 	table := ""
 	if last != nil {
 		var b bytes.Buffer
-		_ = status.WriteFleet(&b, last, status.FormatTable)
+		_ = fleetstatus.WriteFleet(&b, last, fleetstatus.FormatTable)
 		table = b.String()
 	}
 	t.Fatalf("timed out after %v waiting for %s; last read error: %v\nlast view:\n%s", timeout, what, lastErr, table)
@@ -365,7 +366,7 @@ func credentialsDir(t *testing.T, user, password string) string {
 	return dir
 }
 
-func states(byName map[string]status.ClusterView) string {
+func states(byName map[string]fleetstatus.ClusterView) string {
 	var parts []string
 	for _, n := range clusters {
 		parts = append(parts, n+"="+string(byName[n].State))
@@ -399,14 +400,14 @@ func TestStatusThroughGit(t *testing.T) {
 
 	// 1. After the render, all three are in sync.
 	c1 := srv.Head("fleet", "main")
-	h.waitFleet(t, 3*time.Minute, "all three InSync at the first commit", func(c map[string]status.ClusterView, v *status.FleetView) bool {
+	h.waitFleet(t, 3*time.Minute, "all three InSync at the first commit", func(c map[string]fleetstatus.ClusterView, v *fleetstatus.View) bool {
 		t.Logf("after render: %s", states(c))
 		for _, n := range clusters {
-			if c[n].State != status.StateInSync || status.RevisionHash(c[n].AppliedRevision) != c1 || c[n].UnitsReady != c[n].UnitsTotal || c[n].UnitsTotal < 2 {
+			if c[n].State != fleetstatus.StateInSync || status.RevisionHash(c[n].AppliedRevision) != c1 || c[n].UnitsReady != c[n].UnitsTotal || c[n].UnitsTotal < 2 {
 				return false
 			}
 		}
-		return v.Summary[status.StateInSync] == 3
+		return v.Summary[fleetstatus.StateInSync] == 3
 	})
 
 	// 2. A commit beta cannot apply: beta Failing with the reason, the
@@ -415,13 +416,13 @@ func TestStatusThroughGit(t *testing.T) {
 	repo.write(t, "apps/settings/manifests/settings.yaml", strings.Replace(fleetFiles["apps/settings/manifests/settings.yaml"], "blue", "green", 1))
 	repo.render(t)
 	c2 := repo.push(t, "Green settings; a broken patch for beta")
-	v := h.waitFleet(t, 3*time.Minute, "beta Failing, alpha and gamma InSync at the second commit", func(c map[string]status.ClusterView, _ *status.FleetView) bool {
+	v := h.waitFleet(t, 3*time.Minute, "beta Failing, alpha and gamma InSync at the second commit", func(c map[string]fleetstatus.ClusterView, _ *fleetstatus.View) bool {
 		t.Logf("after the broken commit: %s", states(c))
-		return c["beta"].State == status.StateFailing &&
-			c["alpha"].State == status.StateInSync && status.RevisionHash(c["alpha"].AppliedRevision) == c2 &&
-			c["gamma"].State == status.StateInSync && status.RevisionHash(c["gamma"].AppliedRevision) == c2
+		return c["beta"].State == fleetstatus.StateFailing &&
+			c["alpha"].State == fleetstatus.StateInSync && status.RevisionHash(c["alpha"].AppliedRevision) == c2 &&
+			c["gamma"].State == fleetstatus.StateInSync && status.RevisionHash(c["gamma"].AppliedRevision) == c2
 	})
-	var beta status.ClusterView
+	var beta fleetstatus.ClusterView
 	for _, c := range v.Clusters {
 		if c.Name == "beta" {
 			beta = c
@@ -437,14 +438,14 @@ func TestStatusThroughGit(t *testing.T) {
 		t.Errorf("the table does not show beta's failing unit:\n%s", table)
 	}
 	out, code := flotilla(t, append([]string{"status", "rollout", c2}, h.args("-o", "json")...)...)
-	var r status.RolloutView
+	var r fleetstatus.RolloutView
 	if code != hubcmd.ExitOK || json.Unmarshal([]byte(out), &r) != nil {
 		t.Fatalf("status rollout: exit %d\n%s", code, out)
 	}
 	for _, c := range r.Clusters {
-		want := status.RolloutCompleted
+		want := fleetstatus.RolloutCompleted
 		if c.Name == "beta" {
-			want = status.RolloutFailed
+			want = fleetstatus.RolloutFailed
 		}
 		if c.State != want {
 			t.Errorf("rollout of %s on %s: %s (%s), want %s", c2[:12], c.Name, c.State, c.Reason, want)
@@ -470,7 +471,7 @@ func TestStatusThroughGit(t *testing.T) {
 	// bound is anchored on a heartbeat gamma is known to have sent (gamma's
 	// last one is no older), not on the stop: on a busy machine the last
 	// heartbeat may lag the stop by more than an interval.
-	sent := h.waitFleet(t, time.Minute, "gamma's heartbeat", func(c map[string]status.ClusterView, _ *status.FleetView) bool {
+	sent := h.waitFleet(t, time.Minute, "gamma's heartbeat", func(c map[string]fleetstatus.ClusterView, _ *fleetstatus.View) bool {
 		return c["gamma"].Heartbeat != nil
 	})
 	var seen time.Time
@@ -481,8 +482,8 @@ func TestStatusThroughGit(t *testing.T) {
 	}
 	stopped := time.Now()
 	agents["gamma"].stop()
-	h.waitFleet(t, unreachable+3*time.Minute, "gamma Unreachable", func(c map[string]status.ClusterView, _ *status.FleetView) bool {
-		return c["gamma"].State == status.StateUnreachable && c["alpha"].State == status.StateInSync
+	h.waitFleet(t, unreachable+3*time.Minute, "gamma Unreachable", func(c map[string]fleetstatus.ClusterView, _ *fleetstatus.View) bool {
+		return c["gamma"].State == fleetstatus.StateUnreachable && c["alpha"].State == fleetstatus.StateInSync
 	})
 	t.Logf("gamma turned Unreachable %v after its agent stopped", time.Since(stopped).Round(time.Millisecond))
 	if age := time.Since(seen); age < unreachable {
@@ -506,9 +507,9 @@ func TestStatusThroughGit(t *testing.T) {
 		gitrepo.Signature{Name: "gamma"}, gitrepo.PushOptions{Auth: agentAuth(srv, "gamma")}); err != nil {
 		t.Fatal(err)
 	}
-	h.waitFleet(t, 3*time.Minute, "gamma Untrusted, beta still Failing", func(c map[string]status.ClusterView, _ *status.FleetView) bool {
-		return c["gamma"].State == status.StateUntrusted && strings.Contains(c["gamma"].Reason, `claims to be cluster "beta"`) &&
-			c["beta"].State == status.StateFailing
+	h.waitFleet(t, 3*time.Minute, "gamma Untrusted, beta still Failing", func(c map[string]fleetstatus.ClusterView, _ *fleetstatus.View) bool {
+		return c["gamma"].State == fleetstatus.StateUntrusted && strings.Contains(c["gamma"].Reason, `claims to be cluster "beta"`) &&
+			c["beta"].State == fleetstatus.StateFailing
 	})
 
 	// 6. The fix: beta applies it; alpha, whose credentials were refused on
@@ -517,12 +518,12 @@ func TestStatusThroughGit(t *testing.T) {
 	repo.write(t, "apps/settings/app.yaml", appYAML(strings.Split(brokenForBeta, "      overrides:")[0]))
 	repo.render(t)
 	c3 := repo.push(t, "Fix beta")
-	h.waitFleet(t, 3*time.Minute, "alpha and beta InSync at the fix", func(c map[string]status.ClusterView, _ *status.FleetView) bool {
+	h.waitFleet(t, 3*time.Minute, "alpha and beta InSync at the fix", func(c map[string]fleetstatus.ClusterView, _ *fleetstatus.View) bool {
 		t.Logf("after the fix: %s", states(c))
 		alpha := c["alpha"]
-		return alpha.State == status.StateInSync && status.RevisionHash(alpha.DesiredRevision) == c3 &&
+		return alpha.State == fleetstatus.StateInSync && status.RevisionHash(alpha.DesiredRevision) == c3 &&
 			alpha.Heartbeat != nil && alpha.Heartbeat.After(refusedAt) &&
-			c["beta"].State == status.StateInSync && status.RevisionHash(c["beta"].AppliedRevision) == c3
+			c["beta"].State == fleetstatus.StateInSync && status.RevisionHash(c["beta"].AppliedRevision) == c3
 	})
 	if err := agents["alpha"].writer.LastError(); err != nil {
 		t.Errorf("alpha's status writer: %v", err)

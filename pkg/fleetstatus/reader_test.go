@@ -1,4 +1,4 @@
-package status
+package fleetstatus
 
 import (
 	"bytes"
@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/flotilla-gitops/flotilla/pkg/status"
 	"os"
 	"path/filepath"
 	"strings"
@@ -101,9 +102,9 @@ func newFixture(t *testing.T) *fixture {
 	f.c3 = push("refs/heads/main", map[string][]byte{"README.md": []byte("A fleet.\n")}, "Add a README", author(-time.Hour), maint)
 	r1, r2 := "main@sha1:"+f.c1, "main@sha1:"+f.c2
 
-	publish := func(doc *ClusterStatus, at time.Time, signer gitrepo.Signer) {
+	publish := func(doc *status.ClusterStatus, at time.Time, signer gitrepo.Signer) {
 		t.Helper()
-		w, err := NewWriter(WriterOptions{Cluster: doc.Cluster, URL: url, Auth: agentAuth(srv, doc.Cluster),
+		w, err := status.NewWriter(status.WriterOptions{Cluster: doc.Cluster, URL: url, Auth: agentAuth(srv, doc.Cluster),
 			HeartbeatInterval: 30 * time.Second, Signer: signer, Now: func() time.Time { return at }})
 		if err != nil {
 			t.Fatal(err)
@@ -117,7 +118,7 @@ func newFixture(t *testing.T) *fixture {
 	m1.Units[0].Hash = "sha256:v2"
 	m1.KubernetesVersion = "v1.36.3"
 	start := metav1.NewTime(t0.Add(-30 * time.Minute))
-	m1.Jobs = []JobStatus{
+	m1.Jobs = []status.JobStatus{
 		{Name: "train", Namespace: "ml", Unit: "job-train", Phase: "Running", Running: 4, StartTime: &start},
 		{Name: "etl", Namespace: "ml", Unit: "job-etl", Phase: "Completed", Succeeded: 1, StartTime: &start},
 	}
@@ -125,7 +126,7 @@ func newFixture(t *testing.T) *fixture {
 	// member2: fetched c2, its web unit fails to apply.
 	m2 := readyDoc("member2", r1)
 	m2.DesiredRevision, m2.FetchedRevision = r2, r2
-	failUnit(m2, "web", ReasonApplyFailed, `Deployment/web/web dry-run: apply failed: Deployment.apps "web" is invalid: spec.template.spec.containers[0].image: Required value`)
+	failUnit(m2, "web", status.ReasonApplyFailed, `Deployment/web/web dry-run: apply failed: Deployment.apps "web" is invalid: spec.template.spec.containers[0].image: Required value`)
 	m2.AppliedRevision = r1
 	publish(m2, t0.Add(-10*time.Second), nil)
 	// member3: fetched c2, still waiting for web's health; signed.
@@ -133,30 +134,30 @@ func newFixture(t *testing.T) *fixture {
 	m3.DesiredRevision, m3.FetchedRevision = r2, r2
 	m3.Units[0].Hash = "sha256:v2"
 	m3.Units[0].Conditions = []metav1.Condition{
-		{Type: ConditionReady, Status: metav1.ConditionFalse, Reason: ReasonHealthCheckFailed, Message: "not ready: Deployment/web/web", LastTransitionTime: metav1.NewTime(t0)},
-		{Type: ConditionReconciling, Status: metav1.ConditionTrue, Reason: ReasonProgressing, Message: "not ready: Deployment/web/web", LastTransitionTime: metav1.NewTime(t0)},
+		{Type: status.ConditionReady, Status: metav1.ConditionFalse, Reason: status.ReasonHealthCheckFailed, Message: "not ready: Deployment/web/web", LastTransitionTime: metav1.NewTime(t0)},
+		{Type: status.ConditionReconciling, Status: metav1.ConditionTrue, Reason: status.ReasonProgressing, Message: "not ready: Deployment/web/web", LastTransitionTime: metav1.NewTime(t0)},
 	}
 	signer3, _ := sshKey(t, 3)
 	publish(m3, t0, signer3)
 	// member4: healthy, but then someone rewrote its ref with another file.
 	publish(readyDoc("member4", r1), t0, nil)
-	forged, err := Encode(readyDoc("member4", r1))
+	forged, err := status.Encode(readyDoc("member4", r1))
 	if err != nil {
 		t.Fatal(err)
 	}
-	push(RefFor("member4"), map[string][]byte{FileName: forged, "evil.yaml": []byte("x: 1\n")}, "fix status", gitrepo.Signature{Name: "mallory", When: t0}, maint)
+	push(status.RefFor("member4"), map[string][]byte{status.FileName: forged, "evil.yaml": []byte("x: 1\n")}, "fix status", gitrepo.Signature{Name: "mallory", When: t0}, maint)
 	// member5: requires signatures, its agent does not sign.
 	publish(readyDoc("member5", r1), t0, nil)
 	// member6: its agent claims to be member1.
-	claim, err := Encode(readyDoc("member1", r2))
+	claim, err := status.Encode(readyDoc("member1", r2))
 	if err != nil {
 		t.Fatal(err)
 	}
-	push(RefFor("member6"), map[string][]byte{FileName: claim}, "status", gitrepo.Signature{Name: "member6", When: t0}, agentAuth(srv, "member6"))
+	push(status.RefFor("member6"), map[string][]byte{status.FileName: claim}, "status", gitrepo.Signature{Name: "member6", When: t0}, agentAuth(srv, "member6"))
 	// edge-1: last heard of 15 minutes ago (threshold 2m × 5).
 	publish(readyDoc("edge-1", r1), t0.Add(-15*time.Minute), nil)
 	// edge-2: never reported. ghost: no such cluster.
-	push(RefFor("ghost"), map[string][]byte{FileName: claim}, "boo", gitrepo.Signature{Name: "ghost", When: t0}, agentAuth(srv, "ghost"))
+	push(status.RefFor("ghost"), map[string][]byte{status.FileName: claim}, "boo", gitrepo.Signature{Name: "ghost", When: t0}, agentAuth(srv, "ghost"))
 	return f
 }
 
@@ -190,7 +191,7 @@ func golden(t *testing.T, name string, got []byte) {
 }
 
 // normalizeRepo replaces the fixture's temporary paths and ports.
-func normalizeRepo(v *FleetView) {
+func normalizeRepo(v *View) {
 	v.Repo = "fleet.git"
 	for i := range v.Strays {
 		v.Strays[i].Repo = "fleet.git"
@@ -222,7 +223,7 @@ func testReadChecksSigner(t *testing.T, f *fixture) {
 		{5, []string{"web", "db"}, StateInSync},
 	} {
 		signer, _ := sshKey(t, tt.seed)
-		w, err := NewWriter(WriterOptions{Cluster: "member5", URL: f.url, Auth: agentAuth(f.srv, "member5"), Signer: signer,
+		w, err := status.NewWriter(status.WriterOptions{Cluster: "member5", URL: f.url, Auth: agentAuth(f.srv, "member5"), Signer: signer,
 			Now: func() time.Time { return t0 }})
 		if err != nil {
 			t.Fatal(err)

@@ -1,9 +1,10 @@
-package status
+package fleetstatus
 
 import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"github.com/flotilla-gitops/flotilla/pkg/status"
 	"io"
 	"sort"
 	"strings"
@@ -26,7 +27,7 @@ const (
 var Formats = []string{FormatTable, FormatJSON, FormatYAML, FormatMarkdown}
 
 // WriteFleet prints the fleet view in format.
-func WriteFleet(w io.Writer, v *FleetView, format string) error {
+func WriteFleet(w io.Writer, v *View, format string) error {
 	switch format {
 	case FormatJSON:
 		return writeJSON(w, v)
@@ -80,7 +81,17 @@ func writeYAML(w io.Writer, v any) error {
 	return enc.Close()
 }
 
-func summaryLine(v *FleetView) string {
+// blockStyle turns JSON's flow style into block style, as status.Encode
+// does; scalars keep their tag, so a string that would read as another
+// type is still quoted.
+func blockStyle(n *yaml.Node) {
+	n.Style &^= yaml.FlowStyle | yaml.DoubleQuotedStyle | yaml.SingleQuotedStyle
+	for _, c := range n.Content {
+		blockStyle(c)
+	}
+}
+
+func summaryLine(v *View) string {
 	parts := []string{fmt.Sprintf("%d clusters", len(v.Clusters))}
 	for _, s := range AllStates {
 		if n := v.Summary[s]; n > 0 {
@@ -91,8 +102,8 @@ func summaryLine(v *FleetView) string {
 }
 
 func revisionCell(c ClusterView) string {
-	applied := shortHash(RevisionHash(c.AppliedRevision))
-	desired := shortHash(RevisionHash(c.DesiredRevision))
+	applied := shortHash(status.RevisionHash(c.AppliedRevision))
+	desired := shortHash(status.RevisionHash(c.DesiredRevision))
 	switch {
 	case applied == "" && desired == "":
 		return "-"
@@ -148,9 +159,9 @@ func fleetsCell(fs []string) string {
 	return strings.Join(fs, ",")
 }
 
-func fleetTable(w io.Writer, v *FleetView) error {
+func fleetTable(w io.Writer, v *View) error {
 	var b bytes.Buffer
-	fmt.Fprintf(&b, "Fleet repo %s at %s: %s\n\n", v.Repo, shortRevision(v.Revision), summaryLine(v))
+	fmt.Fprintf(&b, "Fleet repo %s at %s: %s\n\n", v.Repo, status.ShortRevision(v.Revision), summaryLine(v))
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "CLUSTER\tFLEETS\tSTATE\tREVISION\tUNITS\tJOBS\tHEARTBEAT\tREASON")
 	for _, c := range v.Clusters {
@@ -167,7 +178,7 @@ func fleetTable(w io.Writer, v *FleetView) error {
 
 // writeDetails lists failing units, untrusted refs, strays and warnings
 // below the table; bullet is the list marker and code formats names.
-func writeDetails(b *bytes.Buffer, v *FleetView, bullet string, code func(string) string) {
+func writeDetails(b *bytes.Buffer, v *View, bullet string, code func(string) string) {
 	if bullet == "" {
 		bullet = "  "
 	}
@@ -212,9 +223,9 @@ func section(b *bytes.Buffer, title, bullet string, lines []string) {
 	}
 }
 
-func fleetMarkdown(w io.Writer, v *FleetView) error {
+func fleetMarkdown(w io.Writer, v *View) error {
 	var b bytes.Buffer
-	fmt.Fprintf(&b, "### Fleet status at `%s`\n\n%s.\n\n", shortRevision(v.Revision), summaryLine(v))
+	fmt.Fprintf(&b, "### Fleet status at `%s`\n\n%s.\n\n", status.ShortRevision(v.Revision), summaryLine(v))
 	b.WriteString("| Cluster | Fleets | State | Revision | Units | Jobs | Heartbeat | Reason |\n")
 	b.WriteString("|---|---|---|---|---|---|---|---|\n")
 	for _, c := range v.Clusters {
@@ -270,7 +281,7 @@ func rolloutHeader(r *RolloutView) string {
 	if r.Behind > 0 {
 		where = fmt.Sprintf("%d commit(s) before the head of %s", r.Behind, r.Branch)
 	}
-	return fmt.Sprintf("Change %s %q by %s: %s (%s, %s)", shortHash(r.Commit), r.Subject, r.Author, r.State, where, shortRevision(r.Revision))
+	return fmt.Sprintf("Change %s %q by %s: %s (%s, %s)", shortHash(r.Commit), r.Subject, r.Author, r.State, where, status.ShortRevision(r.Revision))
 }
 
 func rolloutTable(w io.Writer, r *RolloutView) error {

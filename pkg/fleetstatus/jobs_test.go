@@ -1,4 +1,4 @@
-package volcano
+package fleetstatus
 
 import (
 	"bytes"
@@ -11,23 +11,24 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/flotilla-gitops/flotilla/pkg/status"
+	"github.com/flotilla-gitops/flotilla/pkg/volcano"
 )
 
 func TestJobsView(t *testing.T) {
 	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
 	at := func(d time.Duration) *metav1.Time { t := metav1.NewTime(now.Add(-d)); return &t }
-	docs := &status.Documents{
+	docs := &Documents{
 		Repo: "https://git.example.com/fleet.git", Branch: "main", Revision: "main@sha1:abc",
-		Clusters: []status.ClusterDocument{
+		Clusters: []ClusterDocument{
 			{Cluster: "member2", Document: &status.ClusterStatus{Heartbeat: *at(time.Minute), Jobs: []status.JobStatus{
-				{Name: "tf-big", Namespace: "ml", Unit: "job-tf-big", Phase: PhaseNotSubmitted, Preflight: "Unschedulable",
+				{Name: "tf-big", Namespace: "ml", Unit: "job-tf-big", Phase: volcano.PhaseNotSubmitted, Preflight: "Unschedulable",
 					Message: "Unschedulable: gang of 4 pods needs 8 nvidia.com/gpu, schedulable nodes have 4"},
 				{Name: "spark", Namespace: "ml", Unit: "job-spark", Phase: "Completed", PodGroupPhase: "Completed", Succeeded: 4,
 					Preflight: "Fits", StartTime: at(10 * time.Minute), CompletionTime: at(9 * time.Minute)},
 			}}},
 			{Cluster: "member1", Document: &status.ClusterStatus{Heartbeat: *at(time.Minute), Jobs: []status.JobStatus{
 				{Name: "gpu-hog", Namespace: "ml", Phase: "Running", PodGroupPhase: "Running", Running: 2, Preflight: "Fits",
-					StartTime: at(3 * time.Hour), Message: MessageSpecChanged},
+					StartTime: at(3 * time.Hour), Message: volcano.MessageSpecChanged},
 			}}},
 			{Cluster: "edge-1"},
 		},
@@ -36,7 +37,7 @@ func TestJobsView(t *testing.T) {
 	if len(v.Jobs) != 3 || v.Jobs[0].Cluster != "member1" || v.Jobs[1].Name != "spark" || v.Jobs[2].Name != "tf-big" {
 		t.Fatalf("rows not sorted by cluster, namespace, name: %+v", v.Jobs)
 	}
-	if v.Summary["Running"] != 1 || v.Summary["Completed"] != 1 || v.Summary[PhaseNotSubmitted] != 1 {
+	if v.Summary["Running"] != 1 || v.Summary["Completed"] != 1 || v.Summary[volcano.PhaseNotSubmitted] != 1 {
 		t.Errorf("summary %v", v.Summary)
 	}
 	if len(v.NoStatus) != 1 || v.NoStatus[0] != "edge-1" {
@@ -44,7 +45,7 @@ func TestJobsView(t *testing.T) {
 	}
 
 	var table bytes.Buffer
-	if err := WriteJobs(&table, v, status.FormatTable); err != nil {
+	if err := WriteJobs(&table, v, FormatTable); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{
@@ -60,7 +61,7 @@ func TestJobsView(t *testing.T) {
 	}
 
 	var js bytes.Buffer
-	if err := WriteJobs(&js, v, status.FormatJSON); err != nil {
+	if err := WriteJobs(&js, v, FormatJSON); err != nil {
 		t.Fatal(err)
 	}
 	back := &JobsView{}
@@ -68,7 +69,7 @@ func TestJobsView(t *testing.T) {
 		t.Fatalf("json round trip: %v %+v", err, back)
 	}
 	var ys bytes.Buffer
-	if err := WriteJobs(&ys, v, status.FormatYAML); err != nil {
+	if err := WriteJobs(&ys, v, FormatYAML); err != nil {
 		t.Fatal(err)
 	}
 	backY := &JobsView{}
@@ -76,7 +77,7 @@ func TestJobsView(t *testing.T) {
 		t.Fatalf("yaml round trip: %v %+v", err, backY)
 	}
 	var md bytes.Buffer
-	if err := WriteJobs(&md, v, status.FormatMarkdown); err != nil || !strings.Contains(md.String(), "| member2 | ml/tf-big | NotSubmitted |") {
+	if err := WriteJobs(&md, v, FormatMarkdown); err != nil || !strings.Contains(md.String(), "| member2 | ml/tf-big | NotSubmitted |") {
 		t.Fatalf("markdown: %v\n%s", err, md.String())
 	}
 	if err := WriteJobs(&md, v, "xml"); err == nil {
@@ -85,7 +86,7 @@ func TestJobsView(t *testing.T) {
 }
 
 func TestCapacitiesFrom(t *testing.T) {
-	docs := &status.Documents{Clusters: []status.ClusterDocument{
+	docs := &Documents{Clusters: []ClusterDocument{
 		{Cluster: "member1", Document: &status.ClusterStatus{Capacity: &status.Capacity{
 			ReadyNodes: 2,
 			Free:       map[string]string{"cpu": "30500m", "memory": "250Gi", "nvidia.com/gpu": "0"},

@@ -1,8 +1,9 @@
-package status
+package fleetstatus
 
 import (
 	"context"
 	"fmt"
+	"github.com/flotilla-gitops/flotilla/pkg/status"
 	"runtime"
 	"sort"
 	"strings"
@@ -43,12 +44,12 @@ var AllStates = []State{StateInSync, StateBehind, StateFailing, StateUnreachable
 // Health check defaults, for clusters whose fleets set none: the agent's
 // default heartbeat interval, three missed heartbeats.
 const (
-	DefaultHealthCheckInterval = DefaultHeartbeatInterval
+	DefaultHealthCheckInterval = status.DefaultHeartbeatInterval
 	DefaultFailureThreshold    = 3
 )
 
-// FleetView is the fleet as Git shows it: `flotilla status`.
-type FleetView struct {
+// View is the fleet as Git shows it: `flotilla status`.
+type View struct {
 	Repo     string `json:"repo"`
 	Branch   string `json:"branch"`
 	Revision string `json:"revision"`
@@ -138,7 +139,7 @@ func load(ctx context.Context, o *ReadOptions) (*fleetData, error) {
 			c := m.fleet.Cluster(name)
 			if c == nil {
 				m.close()
-				return nil, fmt.Errorf("status: no cluster %q in clusters/ at %s", name, shortRevision(m.revision))
+				return nil, fmt.Errorf("status: no cluster %q in clusters/ at %s", name, status.ShortRevision(m.revision))
 			}
 			d.clusters = append(d.clusters, c)
 		}
@@ -197,14 +198,14 @@ func fresher(a, b *statusRef) bool {
 // Read builds the fleet view: every cluster of clusters/ on the branch
 // head, with what its status ref says, judged (see Trust) and compared
 // with the head.
-func Read(ctx context.Context, o ReadOptions) (*FleetView, error) {
+func Read(ctx context.Context, o ReadOptions) (*View, error) {
 	d, err := load(ctx, &o)
 	if err != nil {
 		return nil, err
 	}
 	defer d.main.close()
 	now := o.now().UTC().Truncate(time.Second)
-	v := &FleetView{
+	v := &View{
 		Repo:     redactedRepo(o.Repo),
 		Branch:   o.branch(),
 		Revision: d.main.revision,
@@ -298,11 +299,11 @@ func clusterView(ctx context.Context, d *fleetData, c *fleet.Cluster, now time.T
 	}
 	for _, u := range doc.Units {
 		cv.UnitsTotal++
-		if unitReady(u) {
+		if status.UnitReady(u) {
 			cv.UnitsReady++
 		}
-		if unitFailing(u) {
-			reason, msg := unitFailure(u)
+		if status.UnitFailing(u) {
+			reason, msg := status.UnitFailure(u)
 			cv.FailingUnits = append(cv.FailingUnits, UnitFailure{Unit: u.Name, Reason: reason, Message: msg})
 		}
 	}
@@ -318,7 +319,7 @@ func clusterView(ctx context.Context, d *fleetData, c *fleet.Cluster, now time.T
 		cv.Jobs.ByPhase[phase]++
 	}
 
-	loopReason, loopMsg := clusterFailure(doc)
+	loopReason, loopMsg := status.ClusterFailure(doc)
 	switch {
 	case age > strictest:
 		cv.State = StateUnreachable
@@ -338,17 +339,17 @@ func clusterView(ctx context.Context, d *fleetData, c *fleet.Cluster, now time.T
 }
 
 // inSync tells InSync from Behind for a cluster that is not failing.
-func inSync(ctx context.Context, d *fleetData, name string, doc *ClusterStatus, cv ClusterView, diffs *sliceDiffs) (State, string) {
-	applied := RevisionHash(doc.AppliedRevision)
+func inSync(ctx context.Context, d *fleetData, name string, doc *status.ClusterStatus, cv ClusterView, diffs *sliceDiffs) (State, string) {
+	applied := status.RevisionHash(doc.AppliedRevision)
 	if applied == "" {
 		return StateBehind, "not fully applied yet"
 	}
 	changed, err := diffs.sliceChanged(ctx, name, applied)
 	if err != nil {
-		return StateBehind, fmt.Sprintf("applied %s, which cannot be compared with %s: %v", shortRevision(doc.AppliedRevision), shortRevision(d.main.revision), err)
+		return StateBehind, fmt.Sprintf("applied %s, which cannot be compared with %s: %v", status.ShortRevision(doc.AppliedRevision), status.ShortRevision(d.main.revision), err)
 	}
 	if changed {
-		return StateBehind, fmt.Sprintf("applied %s; its slice changed since", shortRevision(doc.AppliedRevision))
+		return StateBehind, fmt.Sprintf("applied %s; its slice changed since", status.ShortRevision(doc.AppliedRevision))
 	}
 	if cv.UnitsReady < cv.UnitsTotal {
 		return StateBehind, fmt.Sprintf("%d of %d units not ready", cv.UnitsTotal-cv.UnitsReady, cv.UnitsTotal)

@@ -1,4 +1,4 @@
-package volcano
+package fleetstatus
 
 import (
 	"fmt"
@@ -8,7 +8,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/flotilla-gitops/flotilla/pkg/placement"
-	"github.com/flotilla-gitops/flotilla/pkg/status"
 )
 
 // Capacities is the hub's view of each cluster's last reported capacity,
@@ -25,7 +24,7 @@ func (c Capacities) CapacityFor(cluster string) (*placement.Capacity, bool) {
 
 // CapacitiesFrom takes the capacity snapshot of every trusted document.
 // Quantities that do not parse are left out and named in the warnings.
-func CapacitiesFrom(docs *status.Documents) (Capacities, []string) {
+func CapacitiesFrom(docs *Documents) (Capacities, []string) {
 	out := Capacities{}
 	var warnings []string
 	if docs == nil {

@@ -1,4 +1,4 @@
-package status
+package fleetstatus
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/flotilla-gitops/flotilla/pkg/status"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -130,7 +131,7 @@ func openMain(ctx context.Context, o *ReadOptions) (*mainBranch, error) {
 	var list fleet.ErrorList
 	switch {
 	case errors.As(err, &list) && r != nil:
-		m.warnings = append(m.warnings, fmt.Sprintf("the fleet repo at %s has %d problem(s); run flotilla validate", shortRevision(m.revision), len(list)))
+		m.warnings = append(m.warnings, fmt.Sprintf("the fleet repo at %s has %d problem(s); run flotilla validate", status.ShortRevision(m.revision), len(list)))
 	case err != nil:
 		m.close()
 		return nil, err
@@ -176,7 +177,7 @@ var fullHash = regexp.MustCompile(`^[0-9a-f]{40}$`)
 // (its cache holds only part of the history).
 func (m *mainBranch) resolve(ctx context.Context, rev, branch string) (string, error) {
 	rev = strings.TrimSpace(rev)
-	if h := RevisionHash(rev); fullHash.MatchString(h) {
+	if h := status.RevisionHash(rev); fullHash.MatchString(h) {
 		rev = h
 	}
 	switch rev {

@@ -1,4 +1,4 @@
-package volcano
+package fleetstatus
 
 import (
 	"encoding/json"
@@ -41,7 +41,7 @@ type JobRow struct {
 
 // NewJobsView lists the jobs of every cluster's document, sorted by
 // cluster, namespace and name.
-func NewJobsView(docs *status.Documents, now time.Time) *JobsView {
+func NewJobsView(docs *Documents, now time.Time) *JobsView {
 	v := &JobsView{Time: metav1.NewTime(now.UTC().Truncate(time.Second)), Summary: map[string]int{}, Jobs: []JobRow{}}
 	if docs == nil {
 		return v
@@ -78,26 +78,26 @@ func phaseOf(j status.JobStatus) string {
 	return j.Phase
 }
 
-// WriteJobs prints the view in one of status.Formats.
+// WriteJobs prints the view in one of Formats.
 func WriteJobs(w io.Writer, v *JobsView, format string) error {
 	switch format {
-	case status.FormatJSON:
+	case FormatJSON:
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
 		return enc.Encode(v)
-	case status.FormatYAML:
+	case FormatYAML:
 		b, err := yaml.Marshal(v)
 		if err != nil {
 			return err
 		}
 		_, err = w.Write(b)
 		return err
-	case status.FormatTable:
+	case FormatTable:
 		return jobsTable(w, v, false)
-	case status.FormatMarkdown:
+	case FormatMarkdown:
 		return jobsTable(w, v, true)
 	}
-	return fmt.Errorf("unknown output format %q (want %s)", format, strings.Join(status.Formats, ", "))
+	return fmt.Errorf("unknown output format %q (want %s)", format, strings.Join(Formats, ", "))
 }
 
 var jobColumns = []string{"CLUSTER", "JOB", "PHASE", "PODGROUP", "RUNNING", "SUCCEEDED", "FAILED", "PREFLIGHT", "STARTED", "FINISHED", "MESSAGE"}
@@ -178,12 +178,4 @@ func ago(t *metav1.Time, now time.Time) string {
 		return fmt.Sprintf("%dh ago", int(d.Hours()))
 	}
 	return fmt.Sprintf("%dd ago", int(d.Hours()/24))
-}
-
-func oneLine(s string, max int) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if len(s) > max {
-		return s[:max-1] + "…"
-	}
-	return s
 }

@@ -1,8 +1,9 @@
-package status
+package fleetstatus
 
 import (
 	"context"
 	"fmt"
+	"github.com/flotilla-gitops/flotilla/pkg/status"
 
 	"github.com/flotilla-gitops/flotilla/pkg/fleet"
 	"github.com/flotilla-gitops/flotilla/pkg/gitrepo"
@@ -13,7 +14,7 @@ type ClusterDocument struct {
 	Cluster string
 	// Document is nil when the cluster has no status ref or its head
 	// commit is not trusted (Trust.Reason says why).
-	Document     *ClusterStatus
+	Document     *status.ClusterStatus
 	Trust        *Trust
 	StatusRef    string
 	StatusCommit string

@@ -1,9 +1,10 @@
-package status
+package fleetstatus
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/flotilla-gitops/flotilla/pkg/status"
 	"strings"
 
 	"github.com/flotilla-gitops/flotilla/pkg/fleet"
@@ -19,7 +20,7 @@ type statusRef struct {
 	cluster string
 	repo    string // where it was read (redacted URL or directory)
 	ref     gitrepo.RefFiles
-	doc     *ClusterStatus // nil when untrusted or unreadable
+	doc     *status.ClusterStatus // nil when untrusted or unreadable
 	trust   Trust
 }
 
@@ -53,11 +54,11 @@ func readStatusRefs(ctx context.Context, o *ReadOptions) ([]statusRef, error) {
 }
 
 func readRefsOf(ctx context.Context, o *ReadOptions, repo string) ([]gitrepo.RefFiles, string, error) {
-	ro := gitrepo.ReadOptions{Auth: o.Auth, Timeout: o.Timeout, File: FileName, MaxFileSize: MaxDocumentSize}
+	ro := gitrepo.ReadOptions{Auth: o.Auth, Timeout: o.Timeout, File: status.FileName, MaxFileSize: status.MaxDocumentSize}
 	if isLocalDir(repo) {
-		refs, err := gitrepo.ReadRefs(ctx, repo, RefPrefix, ro)
+		refs, err := gitrepo.ReadRefs(ctx, repo, status.RefPrefix, ro)
 		if err != nil || len(refs) > 0 {
-			return refs, RefPrefix, err
+			return refs, status.RefPrefix, err
 		}
 		refs, err = gitrepo.ReadRefs(ctx, repo, remoteStatusPrefix, ro)
 		return refs, remoteStatusPrefix, err
@@ -67,8 +68,8 @@ func readRefsOf(ctx context.Context, o *ReadOptions, repo string) ([]gitrepo.Ref
 		return nil, "", err
 	}
 	ro.CacheDir = dir
-	refs, err := gitrepo.ReadRefs(ctx, repo, RefPrefix, ro)
-	return refs, RefPrefix, err
+	refs, err := gitrepo.ReadRefs(ctx, repo, status.RefPrefix, ro)
+	return refs, status.RefPrefix, err
 }
 
 // judge decides whether a status ref may be believed: its head commit
@@ -87,13 +88,13 @@ func judge(sr *statusRef, c *fleet.Cluster, keyRings map[string]*gitrepo.KeyRing
 		return
 	}
 	for _, p := range sr.ref.Changed {
-		if p != FileName {
-			untrusted("commit %s changes %s; a status commit may change %s only", short, strings.Join(sr.ref.Changed, ", "), FileName)
+		if p != status.FileName {
+			untrusted("commit %s changes %s; a status commit may change %s only", short, strings.Join(sr.ref.Changed, ", "), status.FileName)
 			return
 		}
 	}
 	if !sr.ref.FileFound {
-		untrusted("commit %s has no %s", short, FileName)
+		untrusted("commit %s has no %s", short, status.FileName)
 		return
 	}
 	var signer string
@@ -121,7 +122,7 @@ func judge(sr *statusRef, c *fleet.Cluster, keyRings map[string]*gitrepo.KeyRing
 		}
 		signer = v.Format + " " + signer
 	}
-	doc, err := Decode(sr.ref.File)
+	doc, err := status.Decode(sr.ref.File)
 	if err != nil {
 		untrusted("commit %s: %v", short, err)
 		return

@@ -26,15 +26,16 @@ func findCondition(cs []metav1.Condition, typ string) *metav1.Condition {
 	return nil
 }
 
-func unitReady(u UnitStatus) bool {
+// UnitReady reports whether the unit's Ready condition is True.
+func UnitReady(u UnitStatus) bool {
 	c := findCondition(u.Conditions, ConditionReady)
 	return c != nil && c.Status == metav1.ConditionTrue
 }
 
-// unitFailing: the unit is Stalled, or not Ready for a failure reason. A
-// health check the agent is still waiting for (HealthCheckFailed while
-// Reconciling) is progress, not failure.
-func unitFailing(u UnitStatus) bool {
+// UnitFailing reports whether the unit is Stalled, or not Ready for a
+// failure reason. A health check the agent is still waiting for
+// (HealthCheckFailed while Reconciling) is progress, not failure.
+func UnitFailing(u UnitStatus) bool {
 	if c := findCondition(u.Conditions, ConditionStalled); c != nil && c.Status == metav1.ConditionTrue {
 		return true
 	}
@@ -51,8 +52,8 @@ func unitFailing(u UnitStatus) bool {
 	return true
 }
 
-// unitFailure returns the reason and message that explain a failing unit.
-func unitFailure(u UnitStatus) (reason, message string) {
+// UnitFailure returns the reason and message that explain a failing unit.
+func UnitFailure(u UnitStatus) (reason, message string) {
 	if c := findCondition(u.Conditions, ConditionStalled); c != nil && c.Status == metav1.ConditionTrue {
 		reason, message = c.Reason, c.Message
 	}
@@ -68,10 +69,10 @@ func unitFailure(u UnitStatus) (reason, message string) {
 	return reason, message
 }
 
-// clusterFailure returns why the loop as a whole failed (Stalled, or a
+// ClusterFailure returns why the loop as a whole failed (Stalled, or a
 // loop-level error such as a failed fetch or a refused commit), or "" when
 // it did not; failing units are reported on their own.
-func clusterFailure(doc *ClusterStatus) (reason, message string) {
+func ClusterFailure(doc *ClusterStatus) (reason, message string) {
 	if c := findCondition(doc.Conditions, ConditionStalled); c != nil && c.Status == metav1.ConditionTrue {
 		return c.Reason, c.Message
 	}
@@ -85,8 +86,8 @@ func clusterFailure(doc *ClusterStatus) (reason, message string) {
 	return "", ""
 }
 
-// shortRevision abbreviates "main@sha1:<40 hex>" to "main@sha1:<12 hex>".
-func shortRevision(rev string) string {
+// ShortRevision abbreviates "main@sha1:<40 hex>" to "main@sha1:<12 hex>".
+func ShortRevision(rev string) string {
 	h := RevisionHash(rev)
 	if len(h) <= 12 {
 		return rev

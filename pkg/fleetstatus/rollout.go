@@ -1,9 +1,10 @@
-package status
+package fleetstatus
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/flotilla-gitops/flotilla/pkg/status"
 	"strings"
 	"time"
 
@@ -166,12 +167,12 @@ func rolloutOf(cr *ClusterRollout, sr *statusRef, cv ClusterView, reached map[st
 	}
 	doc := sr.doc
 	cr.DesiredRevision, cr.AppliedRevision, cr.Heartbeat = doc.DesiredRevision, doc.AppliedRevision, cv.Heartbeat
-	fetched := reached[RevisionHash(doc.DesiredRevision)] || reached[RevisionHash(doc.FetchedRevision)]
-	applied := reached[RevisionHash(doc.AppliedRevision)]
+	fetched := reached[status.RevisionHash(doc.DesiredRevision)] || reached[status.RevisionHash(doc.FetchedRevision)]
+	applied := reached[status.RevisionHash(doc.AppliedRevision)]
 	if !fetched && !applied {
 		return
 	}
-	failReason, failMsg := clusterFailure(doc)
+	failReason, failMsg := status.ClusterFailure(doc)
 	switch {
 	case failReason != "" || len(cv.FailingUnits) > 0:
 		cr.State, cr.FailingUnits = RolloutFailed, cv.FailingUnits
@@ -181,10 +182,10 @@ func rolloutOf(cr *ClusterRollout, sr *statusRef, cv ClusterView, reached map[st
 			cr.Reason = cv.Reason
 		}
 	case applied && cv.UnitsReady == cv.UnitsTotal:
-		cr.State, cr.Reason = RolloutCompleted, fmt.Sprintf("applied %s, %d/%d units ready", shortRevision(doc.AppliedRevision), cv.UnitsReady, cv.UnitsTotal)
+		cr.State, cr.Reason = RolloutCompleted, fmt.Sprintf("applied %s, %d/%d units ready", status.ShortRevision(doc.AppliedRevision), cv.UnitsReady, cv.UnitsTotal)
 	default:
 		cr.State = RolloutPropagating
-		cr.Reason = fmt.Sprintf("fetched %s; %d/%d units ready", shortRevision(doc.DesiredRevision), cv.UnitsReady, cv.UnitsTotal)
+		cr.Reason = fmt.Sprintf("fetched %s; %d/%d units ready", status.ShortRevision(doc.DesiredRevision), cv.UnitsReady, cv.UnitsTotal)
 	}
 }
 

@@ -1,0 +1,100 @@
+package fleetstatus
+
+import (
+	"crypto/ed25519"
+	"encoding/pem"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/flotilla-gitops/flotilla/pkg/gitrepo"
+	"github.com/flotilla-gitops/flotilla/pkg/status"
+	"github.com/flotilla-gitops/flotilla/test/gitserver"
+)
+
+// t0 is the fixture's fixed time: the golden files depend on it.
+var t0 = time.Date(2026, 11, 2, 10, 0, 0, 0, time.UTC)
+
+func writeFiles(t testing.TB, dir string, files map[string]string) {
+	t.Helper()
+	for p, content := range files {
+		full := filepath.Join(dir, filepath.FromSlash(p))
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(full, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func agentAuth(srv *gitserver.Server, cluster string) gitrepo.Auth {
+	user := gitserver.AgentUser(cluster)
+	return gitrepo.Auth{Username: user, Password: srv.Password(user)}
+}
+
+// sshKey returns a signer and its authorized_keys line.
+func sshKey(t testing.TB, seed byte) (gitrepo.Signer, string) {
+	t.Helper()
+	s := make([]byte, ed25519.SeedSize)
+	for i := range s {
+		s[i] = seed
+	}
+	priv := ed25519.NewKeyFromSeed(s)
+	block, err := ssh.MarshalPrivateKey(priv, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer, err := gitrepo.ParseSigningKey(pem.EncodeToMemory(block), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, err := ssh.NewPublicKey(priv.Public())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return signer, strings.TrimSpace(string(ssh.MarshalAuthorizedKey(pub)))
+}
+
+// readyDoc is a healthy document for cluster at revision rev.
+func readyDoc(cluster, rev string, units ...string) *status.ClusterStatus {
+	if len(units) == 0 {
+		units = []string{"web"}
+	}
+	d := &status.ClusterStatus{
+		Cluster:         cluster,
+		Agent:           status.Agent{Version: "test"},
+		DesiredRevision: rev, FetchedRevision: rev, AppliedRevision: rev,
+		Conditions: readyConditions("Applied revision: " + rev),
+	}
+	for _, u := range units {
+		d.Units = append(d.Units, status.UnitStatus{Name: u, Hash: "sha256:" + u, AppliedRevision: rev, Objects: 2,
+			Conditions: readyConditions("")})
+	}
+	return d
+}
+
+func readyConditions(msg string) []metav1.Condition {
+	return []metav1.Condition{{Type: status.ConditionReady, Status: metav1.ConditionTrue, Reason: status.ReasonSucceeded, Message: msg,
+		LastTransitionTime: metav1.NewTime(t0)}}
+}
+
+// failUnit marks a unit of d as failed to apply with msg.
+func failUnit(d *status.ClusterStatus, unit, reason, msg string) {
+	for i := range d.Units {
+		if d.Units[i].Name == unit {
+			d.Units[i].LastError = msg
+			d.Units[i].Conditions = []metav1.Condition{
+				{Type: status.ConditionReady, Status: metav1.ConditionFalse, Reason: reason, Message: msg, LastTransitionTime: metav1.NewTime(t0)},
+				{Type: status.ConditionStalled, Status: metav1.ConditionTrue, Reason: reason, Message: msg, LastTransitionTime: metav1.NewTime(t0)},
+			}
+		}
+	}
+	d.AppliedRevision = ""
+	d.Conditions = []metav1.Condition{{Type: status.ConditionReady, Status: metav1.ConditionFalse, Reason: reason, Message: "units " + unit + " not ready", LastTransitionTime: metav1.NewTime(t0)}}
+}
