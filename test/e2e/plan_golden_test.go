@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/flotilla-gitops/flotilla/pkg/plan"
+	"github.com/flotilla-gitops/flotilla/test/agentproc"
 	"github.com/flotilla-gitops/flotilla/test/golden"
 )
 
@@ -95,7 +96,7 @@ spec:
 // compares text, Markdown and JSON with testdata/plan/<scenario>.*
 // (go test ./test/e2e -run TestPlanGolden -update rewrites them).
 func TestPlanGolden(t *testing.T) {
-	template := filepath.Join(planModuleRoot(t), "fleet-repo-template")
+	template := filepath.Join(agentproc.ModuleRoot(), "fleet-repo-template")
 	for _, sc := range planScenarios {
 		t.Run(sc.name, func(t *testing.T) {
 			dir := t.TempDir()
