@@ -2,7 +2,6 @@ package cmd
 
 import (
 	"context"
-	"flag"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,10 +9,8 @@ import (
 	"testing"
 
 	"github.com/flotilla-gitops/flotilla/pkg/fleet"
+	"github.com/flotilla-gitops/flotilla/test/golden"
 )
-
-// update rewrites golden files under testdata/ (go test ./hub/cmd -update).
-var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
 
 const fleetURL = "https://git.example.com/platform/fleet.git"
 
@@ -25,26 +22,6 @@ func initFleet(t *testing.T, extra ...string) string {
 		t.Fatalf("init: exit %d: %s", code, stderr)
 	}
 	return dir
-}
-
-func checkGolden(t *testing.T, path, got string) {
-	t.Helper()
-	if *update {
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (go test -update writes it)", err)
-	}
-	if string(want) != got {
-		t.Errorf("output differs from %s (go test -update rewrites it):\n%s", path, got)
-	}
 }
 
 func TestInitCommand(t *testing.T) {
@@ -78,7 +55,7 @@ func TestBootstrapYAMLGolden(t *testing.T) {
 	if code != ExitOK {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
-	checkGolden(t, "testdata/bootstrap-member3.yaml", stdout)
+	golden.Assert(t, "testdata/bootstrap-member3.yaml", stdout)
 	for _, want := range []string{
 		"Registered cluster member3 in " + filepath.Join(dir, "clusters", "member3.yaml"),
 		"refs/heads/flotilla/status/member3",

@@ -3,7 +3,6 @@ package admission_test
 import (
 	"context"
 	"errors"
-	"flag"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -14,9 +13,8 @@ import (
 
 	"github.com/flotilla-gitops/flotilla/pkg/admission"
 	"github.com/flotilla-gitops/flotilla/pkg/fleet"
+	"github.com/flotilla-gitops/flotilla/test/golden"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files in testdata/golden")
 
 // loadPolicy loads a repo of one cluster (at kubeVersion) and the policy
 // file policies/<name>.yaml, and returns the policy and the cluster.
@@ -75,24 +73,6 @@ func render(t *testing.T, p *fleet.FleetPolicy, clusters []*fleet.Cluster) strin
 	return b.String()
 }
 
-func checkGolden(t *testing.T, name, got string) {
-	t.Helper()
-	file := filepath.Join("testdata", "golden", name+".yaml")
-	if *update {
-		if err := os.WriteFile(file, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatalf("%v (run go test ./pkg/admission -update)", err)
-	}
-	if string(want) != got {
-		t.Errorf("%s differs (run go test ./pkg/admission -update and review the diff); got:\n%s", file, got)
-	}
-}
-
 func TestGoldenPolicies(t *testing.T) {
 	cases := map[string]string{
 		"no-privileged": `  exclude:
@@ -133,7 +113,7 @@ func TestGoldenPolicies(t *testing.T) {
 	for name, spec := range cases {
 		t.Run(name, func(t *testing.T) {
 			p, clusters := loadPolicy(t, "v1.36.3", name, policyDoc(name, spec))
-			checkGolden(t, name, render(t, p, clusters))
+			golden.Assert(t, filepath.Join("testdata", "golden", name+".yaml"), render(t, p, clusters))
 		})
 	}
 }

@@ -3,7 +3,6 @@ package bootstrap
 import (
 	"context"
 	"errors"
-	"flag"
 	"os"
 	"path/filepath"
 	"slices"
@@ -16,9 +15,8 @@ import (
 
 	"github.com/flotilla-gitops/flotilla/pkg/render"
 	"github.com/flotilla-gitops/flotilla/pkg/slice"
+	"github.com/flotilla-gitops/flotilla/test/golden"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
 
 func validOptions() InstallOptions {
 	return InstallOptions{Cluster: "member3", RepoURL: "https://git.example.com/platform/fleet.git"}
@@ -166,7 +164,7 @@ func TestInstallOverlayGolden(t *testing.T) {
 		got.WriteString("=== " + name + "\n")
 		got.Write(files[name])
 	}
-	golden(t, "testdata/golden/overlay-edge-7.txt", got.String())
+	golden.Assert(t, "testdata/golden/overlay-edge-7.txt", got.String())
 
 	base, err := os.ReadFile("../../manifests/base/daemonset.yaml")
 	if err != nil {
@@ -174,26 +172,6 @@ func TestInstallOverlayGolden(t *testing.T) {
 	}
 	if string(files["base/daemonset.yaml"]) != string(base) {
 		t.Error("base/daemonset.yaml is not the embedded manifests/base copy")
-	}
-}
-
-func golden(t *testing.T, path, got string) {
-	t.Helper()
-	if *update {
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test -update)", err)
-	}
-	if string(want) != got {
-		t.Errorf("%s is stale (go test -update rewrites it); got:\n%s", path, got)
 	}
 }
 

@@ -5,10 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"github.com/flotilla-gitops/flotilla/pkg/status"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -19,9 +17,8 @@ import (
 	"github.com/flotilla-gitops/flotilla/pkg/gitrepo"
 	"github.com/flotilla-gitops/flotilla/pkg/slice"
 	"github.com/flotilla-gitops/flotilla/test/gitserver"
+	"github.com/flotilla-gitops/flotilla/test/golden"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files in testdata/golden")
 
 // fixture is a fleet repo with three commits on main and status refs that
 // show every state.
@@ -169,27 +166,6 @@ func (f *fixture) options() ReadOptions {
 	return ReadOptions{Repo: f.bare, Now: func() time.Time { return f.now }}
 }
 
-func golden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	path := filepath.Join("testdata", "golden", name)
-	if *update {
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with -update to create it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs from the golden file (run with -update after checking):\n--- got\n%s\n--- want\n%s", name, got, want)
-	}
-}
-
 // normalizeRepo replaces the fixture's temporary paths and ports.
 func normalizeRepo(v *View) {
 	v.Repo = "fleet.git"
@@ -290,7 +266,7 @@ func testReadFleetGolden(t *testing.T, f *fixture) {
 		if err := WriteFleet(&b, v, format); err != nil {
 			t.Fatal(err)
 		}
-		golden(t, "fleet."+format, b.Bytes())
+		golden.Assert(t, filepath.Join("testdata", "golden", "fleet."+format), b.Bytes())
 	}
 
 	// The same view from the URL (fetched into a cache) as from the
@@ -335,7 +311,7 @@ func testReadRolloutGolden(t *testing.T, f *fixture) {
 		if err := WriteRollout(&b, r, format); err != nil {
 			t.Fatal(err)
 		}
-		golden(t, "rollout."+format, b.Bytes())
+		golden.Assert(t, filepath.Join("testdata", "golden", "rollout."+format), b.Bytes())
 	}
 
 	// Idempotent: the same answer again.

@@ -2,7 +2,6 @@ package render
 
 import (
 	"context"
-	"flag"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,9 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/flotilla-gitops/flotilla/pkg/slice"
+	"github.com/flotilla-gitops/flotilla/test/golden"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files in testdata/golden")
 
 func TestMain(m *testing.M) {
 	// Helm units render in worker processes re-executing this test binary.
@@ -145,7 +143,7 @@ func TestUnitGolden(t *testing.T) {
 			if diff := res.Size - total; res.Size <= 0 || diff > total/100+8 || -diff > total/100+8 {
 				t.Errorf("Size = %d, objects marshal to %d bytes", res.Size, total)
 			}
-			golden(t, filepath.Join("testdata", "golden", tc.name+".yaml"), got)
+			golden.Assert(t, filepath.Join("testdata", "golden", tc.name+".yaml"), got)
 
 			// Rendering is deterministic.
 			again, err := Unit(context.Background(), fixtureRepo, tc.unit, tc.opts)
@@ -236,23 +234,6 @@ func TestHelmUnitNamespaceWithoutKustomization(t *testing.T) {
 }
 
 // --- helpers ---
-
-func golden(t *testing.T, path string, got []byte) {
-	t.Helper()
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with -update to create it)", err)
-	}
-	if string(want) != string(got) {
-		t.Errorf("%s differs (run with -update to accept):\n--- got\n%s\n--- want\n%s", path, got, want)
-	}
-}
 
 func find(t *testing.T, objs []*unstructured.Unstructured, kind, name string) *unstructured.Unstructured {
 	t.Helper()

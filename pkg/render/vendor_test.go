@@ -18,6 +18,7 @@ import (
 	"helm.sh/helm/v3/pkg/repo"
 
 	"github.com/flotilla-gitops/flotilla/pkg/slice"
+	"github.com/flotilla-gitops/flotilla/test/golden"
 )
 
 // chartRepo is a real Helm chart repository (index.yaml and packaged
@@ -127,7 +128,7 @@ func TestVendorCharts(t *testing.T) {
 		stable = strings.ReplaceAll(stable, cr.digest(t, "demo", v), "sha256:<demo-"+v+">")
 	}
 	stable = strings.ReplaceAll(stable, cr.digest(t, "other", "0.1.0"), "sha256:<other-0.1.0>")
-	golden(t, filepath.Join("testdata", "golden", "charts.lock.yaml"), []byte(stable))
+	golden.Assert(t, filepath.Join("testdata", "golden", "charts.lock.yaml"), stable)
 
 	// The vendored chart renders like any chart in the repo.
 	writeFile(t, filepath.Join(root, "rendered/ab/c1/demo/values.yaml"), "message: vendored\n")

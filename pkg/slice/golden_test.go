@@ -2,7 +2,6 @@ package slice_test
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -12,9 +11,8 @@ import (
 	"github.com/flotilla-gitops/flotilla/pkg/fleet"
 	"github.com/flotilla-gitops/flotilla/pkg/render"
 	"github.com/flotilla-gitops/flotilla/pkg/slice"
+	"github.com/flotilla-gitops/flotilla/test/golden"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files in testdata/golden")
 
 // templateDir is the committed fleet-repo template.
 const templateDir = "../../fleet-repo-template"
@@ -164,44 +162,6 @@ func describe(t *testing.T, root string, out *slice.Output) string {
 	return b.String()
 }
 
-func checkGolden(t *testing.T, name, got string) {
-	t.Helper()
-	file := filepath.Join("testdata", "golden", name+".golden")
-	if *update {
-		if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(file, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatalf("%v (run go test ./pkg/slice -update)", err)
-	}
-	if string(want) != got {
-		t.Errorf("%s differs from the golden file (run go test ./pkg/slice -update and review the diff):\n%s", file, firstDifference(string(want), got))
-	}
-}
-
-func firstDifference(want, got string) string {
-	wl, gl := strings.Split(want, "\n"), strings.Split(got, "\n")
-	for i := 0; i < len(wl) || i < len(gl); i++ {
-		var w, g string
-		if i < len(wl) {
-			w = wl[i]
-		}
-		if i < len(gl) {
-			g = gl[i]
-		}
-		if w != g {
-			return fmt.Sprintf("line %d:\n  want: %q\n  got:  %q", i+1, w, g)
-		}
-	}
-	return "(identical lines, different length)"
-}
-
 // TestGoldenFixtures compiles each focused fixture and renders its units.
 func TestGoldenFixtures(t *testing.T) {
 	fixtures, err := filepath.Glob(filepath.Join("testdata", "fixtures", "*.txtar"))
@@ -213,7 +173,7 @@ func TestGoldenFixtures(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			root := writeArchive(t, f)
 			out := renderRepo(t, root, slice.CompileOptions{})
-			checkGolden(t, name, describe(t, root, out))
+			golden.Assert(t, filepath.Join("testdata", "golden", name+".golden"), describe(t, root, out))
 		})
 	}
 }
@@ -231,7 +191,7 @@ func TestGoldenTemplate(t *testing.T) {
 	if !ch.Empty() {
 		t.Errorf("the committed fleet-repo-template/rendered is stale (run bin/flotilla render --repo fleet-repo-template): %v", ch.All())
 	}
-	checkGolden(t, "template", describe(t, root, out))
+	golden.Assert(t, filepath.Join("testdata", "golden", "template.golden"), describe(t, root, out))
 }
 
 // unitObjects renders one unit of a cluster and returns its objects' YAML.

@@ -2,7 +2,6 @@ package traffic_test
 
 import (
 	"context"
-	"flag"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,9 +11,8 @@ import (
 
 	"github.com/flotilla-gitops/flotilla/pkg/fleet"
 	"github.com/flotilla-gitops/flotilla/pkg/traffic"
+	"github.com/flotilla-gitops/flotilla/test/golden"
 )
-
-var update = flag.Bool("update", false, "rewrite testdata/*.golden")
 
 // loadRoute loads pkg/fleet's good test repo with routes/web.yaml
 // replaced by route (when not empty).
@@ -71,20 +69,7 @@ func marshal(t *testing.T, r *fleet.TrafficRoute) string {
 // gateways and extra hosts, and a 90/10 split.
 func TestGoldenRoute(t *testing.T) {
 	got := marshal(t, loadRoute(t, ""))
-	file := filepath.Join("testdata", "web.golden")
-	if *update {
-		if err := os.WriteFile(file, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatalf("%v (run go test ./pkg/traffic -update)", err)
-	}
-	if string(want) != got {
-		t.Errorf("%s differs (run go test ./pkg/traffic -update and review the diff); got:\n%s", file, got)
-	}
+	golden.Assert(t, filepath.Join("testdata", "web.golden"), got)
 }
 
 // TestCanaryStepIsMinimal: moving the canary from 10% to 25% changes the

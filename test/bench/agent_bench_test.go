@@ -1,9 +1,7 @@
 package bench
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"io/fs"
@@ -13,7 +11,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -25,6 +22,7 @@ import (
 
 	"github.com/flotilla-gitops/flotilla/pkg/gitrepo"
 	"github.com/flotilla-gitops/flotilla/pkg/slice"
+	"github.com/flotilla-gitops/flotilla/test/agentproc"
 	"github.com/flotilla-gitops/flotilla/test/gitserver"
 	"github.com/flotilla-gitops/flotilla/test/testenv"
 )
@@ -45,7 +43,8 @@ const (
 	agentBenchFetchApps = 20
 )
 
-// BenchmarkAgent runs the built bin/flotilla-agent as a child process:
+// BenchmarkAgent runs the flotilla-agent binary (agentproc.Binary:
+// bin/flotilla-agent when up to date, else a fresh build) as a child process:
 //
 //   - flux-shape: a fleet repo (rendered by bin/flotilla) whose slice has
 //     1,000 units × 4 objects for one cluster, applied cold into a minimal
@@ -64,19 +63,6 @@ const (
 func BenchmarkAgent(b *testing.B) {
 	b.Run("flux-shape", benchAgentFluxShape)
 	b.Run("fetch", benchAgentFetch)
-}
-
-func agentBin(b *testing.B) string {
-	b.Helper()
-	dir, err := testenv.BinDir()
-	if err != nil {
-		b.Fatal(err)
-	}
-	bin := filepath.Join(dir, "flotilla-agent")
-	if _, err := os.Stat(bin); err != nil {
-		b.Fatalf("%s: %v (run `make build`)", bin, err)
-	}
-	return bin
 }
 
 // agentBenchFleet writes a fleet repo with one cluster and n applications
@@ -239,123 +225,28 @@ func agentBenchPush(b *testing.B, srv *gitserver.Server, repo, dir string, befor
 	return hash, now, len(files) + len(deletes)
 }
 
-// agentProcess is a running bin/flotilla-agent.
+// agentProcess is a running flotilla-agent (test/agentproc) and what the
+// benchmark measures of it.
 type agentProcess struct {
-	b       *testing.B
-	cmd     *exec.Cmd
-	logPath string
-	started time.Time
-	done    chan struct{}
+	*agentproc.Process
+	b *testing.B
 }
 
 func startAgentProcess(b *testing.B, args ...string) *agentProcess {
 	b.Helper()
-	p := &agentProcess{b: b, logPath: filepath.Join(b.TempDir(), "agent.log"), done: make(chan struct{})}
-	logFile, err := os.Create(p.logPath)
-	if err != nil {
-		b.Fatal(err)
-	}
-	if extra := os.Getenv("FLOTILLA_BENCH_AGENT_ARGS"); extra != "" {
-		args = append(args, strings.Fields(extra)...)
-	}
-	p.cmd = exec.Command(agentBin(b), args...)
-	p.cmd.Stdout, p.cmd.Stderr = logFile, logFile
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	p.started = time.Now()
-	if err := p.cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	go func() {
-		_ = p.cmd.Wait()
-		logFile.Close()
-		close(p.done)
-	}()
-	b.Cleanup(func() {
-		select {
-		case <-p.done:
-		default:
-			_ = p.cmd.Process.Kill()
-			<-p.done
-		}
-	})
-	return p
-}
-
-// records returns the agent's JSON log records with message msg.
-func (p *agentProcess) records(msg string) []map[string]any {
-	f, err := os.Open(p.logPath)
-	if err != nil {
-		return nil
-	}
-	defer f.Close()
-	var out []map[string]any
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 4<<20)
-	for sc.Scan() {
-		var rec map[string]any
-		if json.Unmarshal(sc.Bytes(), &rec) == nil && rec["msg"] == msg {
-			out = append(out, rec)
-		}
-	}
-	return out
-}
-
-// waitCycle waits for the (n+1)-th "cycle finished" record and returns it.
-func (p *agentProcess) waitCycle(n int, timeout time.Duration) map[string]any {
-	p.b.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		if recs := p.records("cycle finished"); len(recs) > n {
-			return recs[n]
-		}
-		select {
-		case <-p.done:
-			p.b.Fatalf("the agent exited:\n%s", p.logTail(30))
-		default:
-		}
-		if time.Now().After(deadline) {
-			p.b.Fatalf("no cycle %d after %s:\n%s", n+1, timeout, p.logTail(30))
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
-func (p *agentProcess) cycles() int { return len(p.records("cycle finished")) }
-
-func (p *agentProcess) logTail(n int) string {
-	data, _ := os.ReadFile(p.logPath)
-	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
-}
-
-func (p *agentProcess) metricsAddr() string {
-	p.b.Helper()
-	for i := 0; i < 300; i++ {
-		for _, r := range p.records("listening") {
-			if r["server"] == "metrics" {
-				return r["addr"].(string)
-			}
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	p.b.Fatal("the agent logged no metrics address")
-	return ""
+	p := agentproc.Start(b, agentproc.Options{Args: args, ExtraArgsEnv: "FLOTILLA_BENCH_AGENT_ARGS", LogTail: -1})
+	return &agentProcess{Process: p, b: b}
 }
 
 // apiRequests reads flotilla_kube_api_requests_total by type.
 func (p *agentProcess) apiRequests() map[string]float64 {
 	p.b.Helper()
-	resp, err := http.Get("http://" + p.metricsAddr() + "/metrics")
-	if err != nil {
-		p.b.Fatal(err)
+	code, body := p.Get("metrics", "/metrics")
+	if code != http.StatusOK {
+		p.b.Fatalf("GET /metrics: %d %s", code, body)
 	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
 	out := map[string]float64{}
-	for _, line := range strings.Split(string(body), "\n") {
+	for _, line := range strings.Split(body, "\n") {
 		rest, ok := strings.CutPrefix(line, `flotilla_kube_api_requests_total{type="`)
 		if !ok {
 			continue
@@ -368,7 +259,7 @@ func (p *agentProcess) apiRequests() map[string]float64 {
 
 // procKiB reads a kB field of /proc/<pid>/status (VmRSS, VmHWM).
 func (p *agentProcess) procKiB(field string) int64 {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.Pid()))
 	if err != nil {
 		return 0
 	}
@@ -384,7 +275,7 @@ func (p *agentProcess) procKiB(field string) int64 {
 // mappedKiB sums the resident kB of the process's mappings of file path
 // (/proc/<pid>/smaps).
 func (p *agentProcess) mappedKiB(path string) int64 {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps", p.cmd.Process.Pid))
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps", p.Pid()))
 	if err != nil {
 		return 0
 	}
@@ -413,12 +304,7 @@ func (p *agentProcess) saveProfiles(phase string) {
 	if dir == "" {
 		return
 	}
-	var addr string
-	for _, r := range p.records("listening") {
-		if r["server"] == "pprof" {
-			addr, _ = r["addr"].(string)
-		}
-	}
+	addr, _ := p.ListenAddr("pprof")
 	if addr == "" {
 		p.b.Log("no pprof address logged; pass --pprof-addr in FLOTILLA_BENCH_AGENT_ARGS")
 		return
@@ -441,7 +327,7 @@ func (p *agentProcess) saveProfiles(phase string) {
 
 // cpu is the process's user+system CPU time so far (/proc/<pid>/stat).
 func (p *agentProcess) cpu() time.Duration {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.cmd.Process.Pid))
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.Pid()))
 	if err != nil {
 		return 0
 	}
@@ -467,11 +353,7 @@ func (p *agentProcess) cpuProfile(phase string, d time.Duration) {
 	go func() {
 		var addr string
 		for i := 0; i < 100 && addr == ""; i++ {
-			for _, r := range p.records("listening") {
-				if r["server"] == "pprof" {
-					addr, _ = r["addr"].(string)
-				}
-			}
+			addr, _ = p.ListenAddr("pprof")
 			time.Sleep(100 * time.Millisecond)
 		}
 		if addr == "" {
@@ -485,21 +367,6 @@ func (p *agentProcess) cpuProfile(phase string, d time.Duration) {
 		data, _ := io.ReadAll(resp.Body)
 		_ = os.WriteFile(filepath.Join(dir, phase+"-cpu.pprof"), data, 0o644)
 	}()
-}
-
-// stop sends SIGTERM and returns the process's peak RSS (rusage).
-func (p *agentProcess) stop() int64 {
-	p.b.Helper()
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(time.Minute):
-		p.b.Fatal("the agent did not stop within a minute of SIGTERM")
-	}
-	if ru, ok := p.cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
-		return int64(ru.Maxrss) * 1024
-	}
-	return 0
 }
 
 func recDuration(rec map[string]any) time.Duration {
@@ -538,10 +405,7 @@ func benchAgentFluxShape(b *testing.B) {
 	if err := srv.AddUser(user, "bench-secret", gitserver.AgentRule(agentBenchCluster)); err != nil {
 		b.Fatal(err)
 	}
-	creds := b.TempDir()
-	for name, v := range map[string]string{gitrepo.SecretUsername: user, gitrepo.SecretPassword: "bench-secret"} {
-		agentBenchWrite(b, creds, name, v)
-	}
+	creds := agentproc.CredentialsDir(b, user, "bench-secret")
 
 	dir := b.TempDir()
 	agentBenchFleet(b, dir, agentBenchUnits)
@@ -564,13 +428,13 @@ func benchAgentFluxShape(b *testing.B) {
 
 	// 1. Cold apply.
 	p.cpuProfile("cold", 40*time.Second)
-	cold := p.waitCycle(0, 15*time.Minute)
-	coldWall := time.Since(p.started)
+	cold := p.WaitCycle(0, 15*time.Minute)
+	coldWall := time.Since(p.Started())
 	coldPeak := p.procKiB("VmHWM") << 10
 	coldCPU := p.cpu()
 	b.StopTimer()
 	if cold["result"] != "success" || recInt(cold, "units") != agentBenchUnits+1 || recInt(cold, "applied") != agentBenchUnits+1 {
-		b.Fatalf("cold cycle: %v\n%s", cold, p.logTail(20))
+		b.Fatalf("cold cycle: %v\n%s", cold, p.LogTail(20))
 	}
 	deps := &appsv1.DeploymentList{}
 	if err := c.Client().List(ctx, deps, client.MatchingLabels{"app.kubernetes.io/managed-by": "flotilla"}); err != nil {
@@ -594,8 +458,8 @@ func benchAgentFluxShape(b *testing.B) {
 	// check of every unit) makes no API write.
 	gitBefore := srv.Stats("fleet")
 	reqBefore := p.apiRequests()
-	n := p.cycles()
-	steady := p.waitCycle(n, 2*agentBenchInterval)
+	n := p.Cycles()
+	steady := p.WaitCycle(n, 2*agentBenchInterval)
 	gitDelta := srv.Stats("fleet").Sub(gitBefore)
 	reqDelta := agentBenchSub(p.apiRequests(), reqBefore)
 	b.Logf("no new commit, %s: %d ls-remote (%d bytes), %d packs fetched; drift-check cycle %s: API requests %v",
@@ -617,12 +481,12 @@ func benchAgentFluxShape(b *testing.B) {
 	agentBenchRender(b, dir)
 	reqBefore = p.apiRequests()
 	versionsBefore := agentBenchVersions(ctx, b, c.Client())
-	n = p.cycles()
+	n = p.Cycles()
 	hash, tree, changed := agentBenchPush(b, srv, "fleet", dir, tree, "change "+app)
 	pushed := time.Now()
 	var one map[string]any
 	for {
-		one = p.waitCycle(n, 2*agentBenchInterval)
+		one = p.WaitCycle(n, 2*agentBenchInterval)
 		if strings.HasSuffix(fmt.Sprint(one["revision"]), hash) {
 			break
 		}
@@ -661,18 +525,19 @@ func benchAgentFluxShape(b *testing.B) {
 	b.ReportMetric(float64(len(written)), "objects-written-one-unit")
 
 	// 4. Steady state with 4,000 objects managed.
-	n = p.cycles()
-	p.waitCycle(n, 2*agentBenchInterval)
+	n = p.Cycles()
+	p.WaitCycle(n, 2*agentBenchInterval)
 	if rss := p.procKiB("VmRSS") << 10; rss > steadyRSS {
 		steadyRSS = rss
 	}
 	b.Logf("steady-state RSS with %d objects managed: %d MiB (goal ≤ %d MiB): anonymous %d MiB, file-backed %d MiB, of which the executable %d MiB",
-		4*agentBenchUnits, steadyRSS>>20, agentGoalSteadyRSS>>20, p.procKiB("RssAnon")>>10, p.procKiB("RssFile")>>10, p.mappedKiB(agentBin(b))>>10)
+		4*agentBenchUnits, steadyRSS>>20, agentGoalSteadyRSS>>20, p.procKiB("RssAnon")>>10, p.procKiB("RssFile")>>10, p.mappedKiB(agentproc.Binary(b))>>10)
 	p.saveProfiles("steady")
 	b.ReportMetric(float64(steadyRSS)/(1<<20), "MiB-steady-rss")
 	agentGoal(b, steadyRSS > agentGoalSteadyRSS, "steady-state RSS %d MiB (goal ≤ %d MiB)", steadyRSS>>20, agentGoalSteadyRSS>>20)
 
-	peak := p.stop()
+	p.Stop(time.Minute)
+	peak := p.PeakRSS()
 	b.Logf("peak RSS over the run (rusage): %d MiB", peak>>20)
 	b.ReportMetric(float64(peak)/(1<<20), "MiB-peak-rss")
 
@@ -681,7 +546,7 @@ func benchAgentFluxShape(b *testing.B) {
 	// nothing, so the file-backed part of its RSS (the executable's pages)
 	// holds only the code a steady cycle runs, not the cold apply's.
 	r := startAgentProcess(b, agentArgs...)
-	first := r.waitCycle(0, 5*time.Minute)
+	first := r.WaitCycle(0, 5*time.Minute)
 	if recInt(first, "rendered") != 0 || recInt(first, "applied") != 0 || first["result"] != "success" {
 		b.Errorf("restarted agent's first cycle: %v", first)
 	}
@@ -691,9 +556,9 @@ func benchAgentFluxShape(b *testing.B) {
 	time.Sleep(time.Second) // the cycle's memory goes back to the OS after its log line
 	restartRSS := r.procKiB("VmRSS") << 10
 	b.Logf("restarted agent, first (steady) cycle %s: RSS %d MiB (goal ≤ %d MiB): anonymous %d MiB, file-backed %d MiB, of which the executable %d MiB",
-		recDuration(first).Round(time.Millisecond), restartRSS>>20, agentGoalSteadyRSS>>20, r.procKiB("RssAnon")>>10, r.procKiB("RssFile")>>10, r.mappedKiB(agentBin(b))>>10)
+		recDuration(first).Round(time.Millisecond), restartRSS>>20, agentGoalSteadyRSS>>20, r.procKiB("RssAnon")>>10, r.procKiB("RssFile")>>10, r.mappedKiB(agentproc.Binary(b))>>10)
 	b.ReportMetric(float64(restartRSS)/(1<<20), "MiB-steady-rss-restarted")
-	r.stop()
+	r.Stop(time.Minute)
 }
 
 type agentBenchVersion struct{ rv, unit string }

@@ -7,20 +7,17 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io/fs"
-	"log/slog"
 	"maps"
 	"os"
 	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -30,9 +27,9 @@ import (
 	hubcmd "github.com/flotilla-gitops/flotilla/hub/cmd"
 	"github.com/flotilla-gitops/flotilla/pkg/apply"
 	"github.com/flotilla-gitops/flotilla/pkg/gitrepo"
-	"github.com/flotilla-gitops/flotilla/pkg/render"
 	"github.com/flotilla-gitops/flotilla/pkg/slice"
 	"github.com/flotilla-gitops/flotilla/pkg/status"
+	"github.com/flotilla-gitops/flotilla/test/agentproc"
 	"github.com/flotilla-gitops/flotilla/test/gitserver"
 	"github.com/flotilla-gitops/flotilla/test/testenv"
 )
@@ -172,7 +169,7 @@ func hubRender(t *testing.T, dir string) {
 // copyTemplate copies fleet-repo-template into a temporary directory.
 func copyTemplate(t *testing.T) string {
 	t.Helper()
-	src := filepath.Join(moduleRootDir(), "fleet-repo-template")
+	src := filepath.Join(agentproc.ModuleRoot(), "fleet-repo-template")
 	dst := t.TempDir()
 	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -279,49 +276,15 @@ type agentSpec struct {
 	workers       int
 }
 
-// inprocAgent is the agent's loop wired like the binary does, in process.
+// inprocAgent is the agent's loop wired like the binary does, in process
+// (test/agentproc).
 type inprocAgent struct {
 	t       *testing.T
 	spec    agentSpec
+	run     *agentproc.InProcess
 	loop    *reconcile.Loop
 	applier *apply.Applier
-	counter *apply.WriteCounter
-	metrics *metrics.Metrics
-	logs    *syncBuffer
-
-	mu     sync.Mutex
-	cancel context.CancelFunc
-	done   chan struct{}
-}
-
-// syncBuffer collects logs from concurrent writers.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-// credentialsDir writes a mounted-Secret-like directory for user.
-func credentialsDir(t *testing.T, user, password string) string {
-	t.Helper()
-	dir := t.TempDir()
-	for name, v := range map[string]string{gitrepo.SecretUsername: user, gitrepo.SecretPassword: password} {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(v+"\n"), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return dir
+	logs    *agentproc.Buffer
 }
 
 // agentUser adds the cluster's agent user to the repo's server and returns
@@ -333,7 +296,7 @@ func agentUser(t *testing.T, srv *gitserver.Server, cluster string) string {
 	if err := srv.AddUser(user, password, gitserver.AgentRule(cluster)); err != nil {
 		t.Fatal(err)
 	}
-	return credentialsDir(t, user, password)
+	return agentproc.CredentialsDir(t, user, password)
 }
 
 func newInprocAgent(t *testing.T, c *testenv.Cluster, spec agentSpec) *inprocAgent {
@@ -347,9 +310,6 @@ func newInprocAgent(t *testing.T, c *testenv.Cluster, spec agentSpec) *inprocAge
 	if spec.interval == 0 {
 		spec.interval = 3 * time.Second
 	}
-	if err := c.CreateNamespace(testCtx(t), spec.namespace); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
 	creds := agentUser(t, spec.repo.srv, spec.cluster)
 	auth, err := gitrepo.LoadAuth(creds)
 	if err != nil {
@@ -359,70 +319,22 @@ func newInprocAgent(t *testing.T, c *testenv.Cluster, spec agentSpec) *inprocAge
 	cfg.QPS, cfg.Burst = 200, 400
 	counter := &apply.WriteCounter{}
 	counter.Wrap(cfg)
-	applier, err := apply.New(cfg, apply.Options{InventoryNamespace: spec.namespace, Cluster: spec.cluster, PollInterval: 500 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	disc, err := reconcile.NewKubeDiscovery(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	logs := &syncBuffer{}
 	m := metrics.New()
 	m.CountAPIRequests(counter)
-	loop, err := reconcile.New(reconcile.Config{
-		Cluster: spec.cluster,
-		Source: &gitrepo.Source{URL: spec.repo.url, Branch: "main", Auth: auth,
-			CacheDir: filepath.Join(spec.cacheDir, "git"), Timeout: 10 * time.Second},
-		Applier: applier, Discovery: disc,
-		Sink:     reconcile.FileSink{Path: filepath.Join(spec.cacheDir, "status.yaml")},
-		Metrics:  m,
-		Logger:   slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
-		Interval: spec.interval, Workers: spec.workers,
-		Render:        render.Options{Limits: render.Limits{Timeout: spec.renderTimeout}},
-		ShutdownGrace: 5 * time.Second,
-		Identity:      "e2e", AgentVersion: "e2e",
-		Secrets: []string{auth.Password},
+	run := agentproc.NewInProcess(t, c, agentproc.InProcessOptions{
+		Cluster: spec.cluster, RepoURL: spec.repo.url, Auth: auth,
+		CacheDir: spec.cacheDir, Namespace: spec.namespace,
+		RESTConfig: cfg, Discovery: true, Metrics: m,
+		Interval: spec.interval, Workers: spec.workers, RenderTimeout: spec.renderTimeout,
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := &inprocAgent{t: t, spec: spec, loop: loop, applier: applier, counter: counter, metrics: m, logs: logs}
-	t.Cleanup(func() {
-		a.stop()
-		if t.Failed() {
-			t.Logf("agent %s logs (tail):\n%s", spec.cluster, tail(logs.String(), 60))
-		}
-	})
-	return a
+	return &inprocAgent{t: t, spec: spec, run: run, loop: run.Loop, applier: run.Applier, logs: run.Logs}
 }
 
 // start runs the loop in the background.
-func (a *inprocAgent) start() {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.cancel != nil {
-		return
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	a.cancel, a.done = cancel, make(chan struct{})
-	go func(done chan struct{}) {
-		defer close(done)
-		_ = a.loop.Run(ctx)
-	}(a.done)
-}
+func (a *inprocAgent) start() { a.run.Start() }
 
 // stop ends the loop and waits for it.
-func (a *inprocAgent) stop() {
-	a.mu.Lock()
-	cancel, done := a.cancel, a.done
-	a.cancel = nil
-	a.mu.Unlock()
-	if cancel != nil {
-		cancel()
-		<-done
-	}
-}
+func (a *inprocAgent) stop() { a.run.Stop() }
 
 // cycle runs one cycle synchronously (the loop must not be running).
 func (a *inprocAgent) cycle() *status.ClusterStatus {
@@ -530,14 +442,6 @@ func testCtx(t *testing.T) context.Context {
 	return ctx
 }
 
-func tail(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
-}
-
 // ---- cluster helpers ----
 
 func getDeployment(t *testing.T, k client.Client, ns, name string) (*appsv1.Deployment, error) {
@@ -584,5 +488,5 @@ func managedObjects(t *testing.T, k client.Client, namespaces ...string) map[str
 }
 
 func reconcileReadStatus(cacheDir string) (*status.ClusterStatus, error) {
-	return reconcile.ReadStatusFile(filepath.Join(cacheDir, "status.yaml"))
+	return agentproc.ReadStatus(cacheDir)
 }

@@ -1,19 +1,10 @@
 package e2e_test
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -25,29 +16,23 @@ import (
 	"github.com/flotilla-gitops/flotilla/pkg/apply"
 	"github.com/flotilla-gitops/flotilla/pkg/slice"
 	"github.com/flotilla-gitops/flotilla/pkg/status"
+	"github.com/flotilla-gitops/flotilla/test/agentproc"
 	"github.com/flotilla-gitops/flotilla/test/testenv"
 )
 
-// agentProc is a flotilla-agent process.
+// agentProc is a flotilla-agent process (test/agentproc), with e2e's
+// names for what it does.
 type agentProc struct {
+	*agentproc.Process
 	t        *testing.T
 	identity string
 	cacheDir string
-	logPath  string
-	cmd      *exec.Cmd
-	done     chan struct{}
-	exitCode int
 }
 
-// startAgentProc runs bin/flotilla-agent against cluster c with the
-// admin kubeconfig; args are appended to the common ones.
+// startAgentProc runs the flotilla-agent binary against cluster c with
+// the admin kubeconfig; args are appended to the common ones.
 func startAgentProc(t *testing.T, c *testenv.Cluster, repo *fleetRepo, cluster, namespace, identity, cacheDir, creds string, args ...string) *agentProc {
 	t.Helper()
-	p := &agentProc{t: t, identity: identity, cacheDir: cacheDir, logPath: filepath.Join(t.TempDir(), identity+".log"), done: make(chan struct{})}
-	logFile, err := os.Create(p.logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
 	all := append([]string{
 		"--kubeconfig", c.AdminKubeconfig(),
 		"--cluster-name", cluster, "--repo-url", repo.url, "--git-credentials-dir", creds,
@@ -55,142 +40,26 @@ func startAgentProc(t *testing.T, c *testenv.Cluster, repo *fleetRepo, cluster, 
 		"--metrics-addr", "127.0.0.1:0", "--health-addr", "127.0.0.1:0",
 		"--log-format", "json", "--log-level", "debug", "--shutdown-grace", "5s",
 	}, args...)
-	p.cmd = exec.Command(agentBinary(t), all...)
-	p.cmd.Stdout, p.cmd.Stderr = logFile, logFile
-	// Never outlive the test binary.
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		err := p.cmd.Wait()
-		logFile.Close()
-		p.exitCode = 0
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			p.exitCode = ee.ExitCode()
-		}
-		close(p.done)
-	}()
-	t.Cleanup(func() {
-		p.kill()
-		if t.Failed() {
-			b, _ := os.ReadFile(p.logPath)
-			t.Logf("agent %s log (tail):\n%s", identity, tail(string(b), 40))
-		}
-	})
-	return p
+	p := agentproc.Start(t, agentproc.Options{Name: identity, Args: all, CacheDir: cacheDir})
+	return &agentProc{Process: p, t: t, identity: identity, cacheDir: cacheDir}
 }
 
-func (p *agentProc) running() bool {
-	select {
-	case <-p.done:
-		return false
-	default:
-		return true
-	}
-}
+func (p *agentProc) running() bool { return p.Running() }
 
 // kill sends SIGKILL and waits for the process to end.
-func (p *agentProc) kill() {
-	if p.running() {
-		_ = p.cmd.Process.Signal(syscall.SIGKILL)
-	}
-	<-p.done
-}
+func (p *agentProc) kill() { p.Kill() }
 
 // terminate sends SIGTERM and returns the exit code.
-func (p *agentProc) terminate(timeout time.Duration) int {
-	p.t.Helper()
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-		return p.exitCode
-	case <-time.After(timeout):
-		p.t.Fatalf("agent %s did not stop within %s of SIGTERM", p.identity, timeout)
-		return -1
-	}
-}
+func (p *agentProc) terminate(timeout time.Duration) int { return p.Stop(timeout) }
 
-// logRecords returns the process's JSON log records.
-func (p *agentProc) logRecords() []map[string]any {
-	f, err := os.Open(p.logPath)
-	if err != nil {
-		return nil
-	}
-	defer f.Close()
-	var out []map[string]any
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		rec := map[string]any{}
-		if json.Unmarshal(sc.Bytes(), &rec) == nil {
-			out = append(out, rec)
-		}
-	}
-	return out
-}
+func (p *agentProc) countLogs(msg string) int { return p.Count(msg) }
 
-func (p *agentProc) countLogs(msg string) int {
-	n := 0
-	for _, r := range p.logRecords() {
-		if r["msg"] == msg {
-			n++
-		}
-	}
-	return n
-}
-
-// addr is the address the agent logged for server ("metrics" or "probes").
-func (p *agentProc) addr(server string) string {
-	p.t.Helper()
-	var addr string
-	waitFor(p.t, time.Minute, server+" address of "+p.identity, func() (bool, string) {
-		for _, r := range p.logRecords() {
-			if r["msg"] == "listening" && r["server"] == server {
-				addr, _ = r["addr"].(string)
-				return true, ""
-			}
-		}
-		return false, "not logged yet"
-	})
-	return addr
-}
-
-func (p *agentProc) get(server, path string) (int, string) {
-	p.t.Helper()
-	resp, err := http.Get("http://" + p.addr(server) + path)
-	if err != nil {
-		return 0, err.Error()
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
-}
+func (p *agentProc) get(server, path string) (int, string) { return p.Get(server, path) }
 
 // metric returns the value of an unlabelled metric line ("name value").
-func (p *agentProc) metric(name string) (float64, bool) {
-	p.t.Helper()
-	code, body := p.get("metrics", "/metrics")
-	if code != http.StatusOK {
-		return 0, false
-	}
-	for _, line := range strings.Split(body, "\n") {
-		if v, ok := strings.CutPrefix(line, name+" "); ok {
-			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-			return f, err == nil
-		}
-	}
-	return 0, false
-}
+func (p *agentProc) metric(name string) (float64, bool) { return p.Metric(name) }
 
-func (p *agentProc) status() *status.ClusterStatus {
-	st, err := reconcileReadStatus(p.cacheDir)
-	if err != nil {
-		return nil
-	}
-	return st
-}
+func (p *agentProc) status() *status.ClusterStatus { return p.Status() }
 
 func (p *agentProc) waitStatus(timeout time.Duration, what string, cond func(*status.ClusterStatus) bool) *status.ClusterStatus {
 	p.t.Helper()

@@ -13,6 +13,7 @@ import (
 	"github.com/flotilla-gitops/flotilla/pkg/fleet"
 	"github.com/flotilla-gitops/flotilla/pkg/render"
 	"github.com/flotilla-gitops/flotilla/pkg/slice"
+	"github.com/flotilla-gitops/flotilla/test/agentproc"
 	"github.com/flotilla-gitops/flotilla/test/testenv"
 )
 
@@ -20,7 +21,7 @@ import (
 // from the pinned istio.io/api module (see its README).
 func istioCRDs(t *testing.T) string {
 	t.Helper()
-	return filepath.Join(moduleRootDir(), "test", "fixtures", "istio-crds", "crds.yaml")
+	return filepath.Join(agentproc.ModuleRoot(), "test", "fixtures", "istio-crds", "crds.yaml")
 }
 
 // fleetExtRepo is a fleet repo rendered by the hub's code and applied unit

@@ -3,17 +3,14 @@ package e2e_test
 import (
 	"bytes"
 	"context"
-	"flag"
-	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/flotilla-gitops/flotilla/pkg/plan"
+	"github.com/flotilla-gitops/flotilla/test/agentproc"
+	"github.com/flotilla-gitops/flotilla/test/golden"
 )
-
-var updatePlanGolden = flag.Bool("update", false, "rewrite the golden files under testdata/")
 
 // planScenario is an edit of the fleet-repo-template: base edits are
 // committed on main (with `flotilla render`), head edits on the branch
@@ -99,7 +96,7 @@ spec:
 // compares text, Markdown and JSON with testdata/plan/<scenario>.*
 // (go test ./test/e2e -run TestPlanGolden -update rewrites them).
 func TestPlanGolden(t *testing.T) {
-	template := filepath.Join(planModuleRoot(t), "fleet-repo-template")
+	template := filepath.Join(agentproc.ModuleRoot(), "fleet-repo-template")
 	for _, sc := range planScenarios {
 		t.Run(sc.name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -149,7 +146,7 @@ func TestPlanGolden(t *testing.T) {
 						t.Errorf("%s output contains the Secret value %q", format, secret)
 					}
 				}
-				planGolden(t, filepath.Join("testdata", "plan", sc.name+"."+ext), b.String())
+				golden.Assert(t, filepath.Join("testdata", "plan", sc.name+"."+ext), b.String())
 			}
 			checkPlanScenario(t, sc.name, p, outputs)
 		})
@@ -221,42 +218,4 @@ func planClusterNames(p *plan.Plan) []string {
 		out = append(out, c.Name)
 	}
 	return out
-}
-
-// golden compares got with the file, or rewrites it with -update.
-func planGolden(t *testing.T, path, got string) {
-	t.Helper()
-	if *updatePlanGolden {
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with -update to create it)", err)
-	}
-	if string(want) != got {
-		t.Errorf("%s differs from the output (run with -update to accept):\n%s", path, planFirstDifference(string(want), got))
-	}
-}
-
-func planFirstDifference(want, got string) string {
-	wl, gl := strings.Split(want, "\n"), strings.Split(got, "\n")
-	for i := 0; i < len(wl) || i < len(gl); i++ {
-		var w, g string
-		if i < len(wl) {
-			w = wl[i]
-		}
-		if i < len(gl) {
-			g = gl[i]
-		}
-		if w != g {
-			return "line " + strconv.Itoa(i+1) + ":\n  want: " + w + "\n  got:  " + g
-		}
-	}
-	return ""
 }

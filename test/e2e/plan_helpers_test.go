@@ -6,32 +6,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 
 	hubcmd "github.com/flotilla-gitops/flotilla/hub/cmd"
 )
-
-// moduleRoot is the checkout's root (where go.mod is).
-func planModuleRoot(t testing.TB) string {
-	t.Helper()
-	_, file, _, ok := runtime.Caller(0)
-	if !ok {
-		t.Fatal("no caller")
-	}
-	dir := filepath.Dir(file)
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("go.mod not found")
-		}
-		dir = parent
-	}
-}
 
 // copyDir copies a directory tree of regular files.
 func planCopyDir(t testing.TB, src, dst string) {

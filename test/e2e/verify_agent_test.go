@@ -261,7 +261,7 @@ func (r *verifyRig) waitRefused(rev, reason, value string) *status.ClusterStatus
 func TestVerifyHeadMode(t *testing.T) {
 	alice, bob := verifySSHKey(t, "alice@example.com"), verifyPGPKey(t, "Bob")
 	r := newVerifyRig(t, "verify-head", "head", alice)
-	pid := r.agent.cmd.Process.Pid
+	pid := r.agent.Pid()
 
 	// The repository's first commit is unsigned: nothing is applied.
 	r.waitRefused(r.repo.head(), "unsigned", "")
@@ -287,7 +287,7 @@ func TestVerifyHeadMode(t *testing.T) {
 	if !strings.Contains(st.Verification.Signer, "Bob") {
 		t.Errorf("verification %+v", st.Verification)
 	}
-	if !r.agent.running() || r.agent.cmd.Process.Pid != pid {
+	if !r.agent.running() || r.agent.Pid() != pid {
 		t.Error("the agent restarted")
 	}
 }

@@ -5,10 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"log/slog"
-	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -25,6 +22,7 @@ import (
 	"github.com/flotilla-gitops/flotilla/pkg/gitrepo"
 	"github.com/flotilla-gitops/flotilla/pkg/status"
 	"github.com/flotilla-gitops/flotilla/pkg/volcano"
+	"github.com/flotilla-gitops/flotilla/test/agentproc"
 	"github.com/flotilla-gitops/flotilla/test/gitserver"
 	"github.com/flotilla-gitops/flotilla/test/testenv"
 )
@@ -38,14 +36,10 @@ func volcanoNodes() []testenv.NodeSpec {
 // jobAgent is an agent loop with Volcano, in process, committing its
 // status to the Git server like the binary does.
 type jobAgent struct {
-	t       *testing.T
-	name    string
-	cluster *testenv.Cluster
-	loop    *reconcile.Loop
-	writer  *status.Writer
-	logs    *syncBuffer
-	cancel  context.CancelFunc
-	done    chan struct{}
+	t    *testing.T
+	name string
+	loop *reconcile.Loop
+	logs *agentproc.Buffer
 }
 
 type jobAgentSpec struct {
@@ -59,25 +53,13 @@ type jobAgentSpec struct {
 
 func startJobAgent(t *testing.T, spec jobAgentSpec) *jobAgent {
 	t.Helper()
-	c := spec.cluster
-	if err := c.CreateNamespace(testCtx(t), spec.namespace); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
 	creds := agentUser(t, spec.srv, spec.name)
 	auth, err := gitrepo.LoadAuth(creds)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := c.RESTConfig()
+	cfg := spec.cluster.RESTConfig()
 	cfg.QPS, cfg.Burst = 100, 200
-	applier, err := apply.New(cfg, apply.Options{InventoryNamespace: spec.namespace, Cluster: spec.name, PollInterval: 500 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	jobs, err := volcano.NewManager(cfg, volcano.Options{Applier: applier, CompletedRetention: spec.retention, DeleteWait: 30 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
 	w, err := status.NewWriter(status.WriterOptions{
 		Cluster: spec.name, URL: spec.srv.URL(spec.repo), Auth: auth, Timeout: 20 * time.Second,
 		RetryBackoff: gitrepo.Backoff{Initial: 200 * time.Millisecond, Max: 2 * time.Second},
@@ -85,37 +67,18 @@ func startJobAgent(t *testing.T, spec jobAgentSpec) *jobAgent {
 	if err != nil {
 		t.Fatal(err)
 	}
-	logs := &syncBuffer{}
-	loop, err := reconcile.New(reconcile.Config{
-		Cluster: spec.name,
-		Source: &gitrepo.Source{URL: spec.srv.URL(spec.repo), Branch: "main", Auth: auth,
-			CacheDir: filepath.Join(t.TempDir(), "git"), Timeout: 20 * time.Second},
-		Applier: applier, Volcano: jobs, Sink: w,
-		Logger:   slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
-		Interval: 2 * time.Second, ShutdownGrace: 5 * time.Second,
-		Identity: spec.name + "-agent", AgentVersion: "e2e",
-		Secrets: []string{auth.Password},
+	ag := agentproc.NewInProcess(t, spec.cluster, agentproc.InProcessOptions{
+		Cluster: spec.name, RepoURL: spec.srv.URL(spec.repo), Auth: auth,
+		Namespace: spec.namespace, RESTConfig: cfg,
+		Volcano: func(applier *apply.Applier) (reconcile.Volcano, error) {
+			return volcano.NewManager(cfg, volcano.Options{Applier: applier, CompletedRetention: spec.retention, DeleteWait: 30 * time.Second})
+		},
+		Sink: w, Alongside: []func(context.Context) error{w.Run},
+		Interval: 2 * time.Second, FetchTimeout: 20 * time.Second,
+		Identity: spec.name + "-agent", LogTail: 80,
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	a := &jobAgent{t: t, name: spec.name, cluster: c, loop: loop, writer: w, logs: logs, cancel: cancel, done: make(chan struct{})}
-	go func() {
-		defer close(a.done)
-		var wg sync.WaitGroup
-		wg.Go(func() { _ = w.Run(ctx) })
-		_ = loop.Run(ctx)
-		wg.Wait()
-	}()
-	t.Cleanup(func() {
-		cancel()
-		<-a.done
-		if t.Failed() {
-			t.Logf("agent %s logs (tail):\n%s", spec.name, tail(logs.String(), 80))
-		}
-	})
-	return a
+	ag.Start()
+	return &jobAgent{t: t, name: spec.name, loop: ag.Loop, logs: ag.Logs}
 }
 
 // waitStatus polls the loop's last status document until cond holds.

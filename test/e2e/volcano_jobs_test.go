@@ -16,6 +16,7 @@ import (
 	"github.com/flotilla-gitops/flotilla/pkg/slice"
 	"github.com/flotilla-gitops/flotilla/pkg/status"
 	"github.com/flotilla-gitops/flotilla/pkg/volcano"
+	"github.com/flotilla-gitops/flotilla/test/agentproc"
 	"github.com/flotilla-gitops/flotilla/test/gitserver"
 	"github.com/flotilla-gitops/flotilla/test/testenv"
 )
@@ -196,7 +197,7 @@ func TestVolcanoJobs(t *testing.T) {
 		"member2":   startJobAgent(t, jobAgentSpec{name: "member2", cluster: m2, srv: srv, repo: vcRepo, namespace: vcAgentNS, retention: time.Second}),
 		vcNoVolcano: startJobAgent(t, jobAgentSpec{name: vcNoVolcano, cluster: plain, srv: srv, repo: vcRepo, namespace: vcNoVolcanoNS}),
 	}
-	maintainerCreds := credentialsDir(t, gitserver.Maintainer, srv.Password(gitserver.Maintainer))
+	maintainerCreds := agentproc.CredentialsDir(t, gitserver.Maintainer, srv.Password(gitserver.Maintainer))
 	statusCache := t.TempDir()
 
 	t.Run("cluster without Volcano reports it and applies its other units", func(t *testing.T) {

@@ -7,25 +7,22 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/flotilla-gitops/flotilla/agent/reconcile"
 	hubcmd "github.com/flotilla-gitops/flotilla/hub/cmd"
-	"github.com/flotilla-gitops/flotilla/pkg/apply"
 	"github.com/flotilla-gitops/flotilla/pkg/fleetstatus"
 	"github.com/flotilla-gitops/flotilla/pkg/gitrepo"
 	"github.com/flotilla-gitops/flotilla/pkg/render"
 	"github.com/flotilla-gitops/flotilla/pkg/status"
+	"github.com/flotilla-gitops/flotilla/test/agentproc"
 	"github.com/flotilla-gitops/flotilla/test/gitserver"
 	"github.com/flotilla-gitops/flotilla/test/testenv"
 )
@@ -182,32 +179,11 @@ func readTree(t *testing.T, dir string) map[string]string {
 
 // ---- agents ----
 
-// agent is the agent loop, wired as the binary wires it, with the status
-// writer as its sink.
+// agent is the agent loop, wired as the binary wires it (test/agentproc),
+// with the status writer as its sink.
 type agent struct {
-	name   string
-	loop   *reconcile.Loop
+	*agentproc.InProcess
 	writer *status.Writer
-	logs   *syncBuffer
-	cancel context.CancelFunc
-	done   chan struct{}
-}
-
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 func agentAuth(srv *gitserver.Server, cluster string) gitrepo.Auth {
@@ -217,15 +193,7 @@ func agentAuth(srv *gitserver.Server, cluster string) gitrepo.Auth {
 
 func startAgent(t *testing.T, c *testenv.Cluster, srv *gitserver.Server, name string) *agent {
 	t.Helper()
-	ctx := context.Background()
-	if err := c.CreateNamespace(ctx, "flotilla-system"); err != nil {
-		t.Fatal(err)
-	}
 	auth := agentAuth(srv, name)
-	applier, err := apply.New(c.RESTConfig(), apply.Options{InventoryNamespace: "flotilla-system", Cluster: name, PollInterval: 500 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
 	w, err := status.NewWriter(status.WriterOptions{
 		Cluster: name, URL: srv.URL("fleet"), Auth: auth, Timeout: 20 * time.Second,
 		HeartbeatInterval: heartbeat, RetryBackoff: gitrepo.Backoff{Initial: 200 * time.Millisecond, Max: 2 * time.Second},
@@ -233,56 +201,18 @@ func startAgent(t *testing.T, c *testenv.Cluster, srv *gitserver.Server, name st
 	if err != nil {
 		t.Fatal(err)
 	}
-	logs := &syncBuffer{}
-	loop, err := reconcile.New(reconcile.Config{
-		Cluster: name,
-		Source: &gitrepo.Source{URL: srv.URL("fleet"), Branch: "main", Auth: auth,
-			CacheDir: filepath.Join(t.TempDir(), "git"), Timeout: 20 * time.Second},
-		Applier:  applier,
-		Sink:     w,
-		Logger:   slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
-		Interval: loopInterval, ShutdownGrace: 5 * time.Second,
-		Identity: name + "-agent", AgentVersion: "e2e",
-		Secrets: []string{auth.Password},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	runCtx, cancel := context.WithCancel(ctx)
-	a := &agent{name: name, loop: loop, writer: w, logs: logs, cancel: cancel, done: make(chan struct{})}
-	go func() {
-		defer close(a.done)
-		var wg sync.WaitGroup
-		wg.Add(1)
-		go func() { defer wg.Done(); _ = w.Run(runCtx) }()
-		_ = loop.Run(runCtx)
-		wg.Wait()
-	}()
-	t.Cleanup(func() {
-		a.stop()
-		if t.Failed() {
-			t.Logf("agent %s logs (tail):\n%s", name, tail(logs.String(), 30))
-		}
-	})
+	a := &agent{writer: w, InProcess: agentproc.NewInProcess(t, c, agentproc.InProcessOptions{
+		Cluster: name, RepoURL: srv.URL("fleet"), Auth: auth, Namespace: "flotilla-system",
+		Sink: w, Alongside: []func(context.Context) error{w.Run},
+		Interval: loopInterval, FetchTimeout: 20 * time.Second,
+		Identity: name + "-agent", LogTail: 30,
+	})}
+	a.Start()
 	return a
 }
 
 // stop ends the agent: no cycle, no heartbeat any more.
-func (a *agent) stop() {
-	if a.cancel != nil {
-		a.cancel()
-		<-a.done
-		a.cancel = nil
-	}
-}
-
-func tail(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
-}
+func (a *agent) stop() { a.Stop() }
 
 // ---- the hub ----
 
@@ -355,17 +285,6 @@ func (h hub) waitFleet(t *testing.T, timeout time.Duration, what string, cond fu
 	return nil
 }
 
-func credentialsDir(t *testing.T, user, password string) string {
-	t.Helper()
-	dir := t.TempDir()
-	for name, v := range map[string]string{gitrepo.SecretUsername: user, gitrepo.SecretPassword: password} {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(v+"\n"), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return dir
-}
-
 func states(byName map[string]fleetstatus.ClusterView) string {
 	var parts []string
 	for _, n := range clusters {
@@ -390,7 +309,7 @@ func TestStatusThroughGit(t *testing.T) {
 	repo.render(t)
 	srv.MustCreateRepo(t, "fleet", repo.dir)
 	repo.last = readTree(t, repo.dir)
-	h := hub{url: srv.URL("fleet"), creds: credentialsDir(t, gitserver.Maintainer, srv.Password(gitserver.Maintainer)), cache: t.TempDir()}
+	h := hub{url: srv.URL("fleet"), creds: agentproc.CredentialsDir(t, gitserver.Maintainer, srv.Password(gitserver.Maintainer)), cache: t.TempDir()}
 
 	kube := testenv.StartClusters(t, len(clusters), testenv.ClusterOptions{Mode: testenv.Minimal})
 	agents := map[string]*agent{}
