@@ -58,6 +58,7 @@ func agentNodes() []testenv.NodeSpec {
 
 func agentCluster(t *testing.T) *testenv.Cluster {
 	t.Helper()
+	testenv.NeedsCluster(t)
 	agentShared.clusterOnce.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), testenv.StartTimeout)
 		defer cancel()

@@ -41,6 +41,7 @@ func sharedNodes() []testenv.NodeSpec {
 // "run `make tools`" hint when binaries are missing) if it cannot start.
 func sharedCluster(t *testing.T) *testenv.Cluster {
 	t.Helper()
+	testenv.NeedsCluster(t)
 	shared.once.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), testenv.StartTimeout)
 		defer cancel()

@@ -302,6 +302,7 @@ func TestHelperProcess(t *testing.T) {
 // cluster, by interrupt (the registry's signal handler) and by SIGKILL
 // (Pdeathsig), and checks that every component died with it.
 func TestNoComponentOutlivesTheTestBinary(t *testing.T) {
+	NeedsCluster(t)
 	t.Parallel()
 	for _, tc := range []struct {
 		sig    syscall.Signal

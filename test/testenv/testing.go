@@ -16,6 +16,17 @@ const StartTimeout = 3 * time.Minute
 // logTailLines is how much of each component log a failed test shows.
 const logTailLines = 60
 
+// NeedsCluster skips t under `go test -short`: `make test-unit` runs every
+// test that needs no cluster, on a clone whose bin/ tools are not built yet;
+// `make test` (never -short) runs the rest. Call it first in every helper
+// that starts or shares a cluster.
+func NeedsCluster(t testing.TB) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("needs a cluster: skipped by -short (make test-unit); make test runs it")
+	}
+}
+
 // StartCluster starts a cluster for the test and stops it in t.Cleanup,
 // printing the tail of every component log first when the test failed.
 // A missing binary fails the test with a hint to run `make tools`.
@@ -28,6 +39,7 @@ func StartCluster(t testing.TB, opts ClusterOptions) *Cluster {
 // test with suffixes -0 … -(n-1).
 func StartClusters(t testing.TB, n int, opts ClusterOptions) []*Cluster {
 	t.Helper()
+	NeedsCluster(t)
 	if opts.Logf == nil {
 		opts.Logf = t.Logf
 	}
