@@ -171,9 +171,7 @@ func (g *generator) spec() admissionregistrationv1.ValidatingAdmissionPolicySpec
 	}
 	for i, r := range s.Rules {
 		field := indexField("spec.rules", i)
-		for _, v := range g.validations(field, r, defaultMatch) {
-			out.Validations = append(out.Validations, v)
-		}
+		out.Validations = append(out.Validations, g.validations(field, r, defaultMatch)...)
 	}
 	return out
 }

@@ -168,7 +168,7 @@ func shortHash(h string) string {
 func redactedRepo(repo string) string {
 	if i := strings.Index(repo, "://"); i >= 0 {
 		rest := repo[i+3:]
-		if at := strings.Index(rest, "@"); at >= 0 && (strings.Index(rest, "/") < 0 || at < strings.Index(rest, "/")) {
+		if at := strings.Index(rest, "@"); at >= 0 && (!strings.Contains(rest, "/") || at < strings.Index(rest, "/")) {
 			return repo[:i+3] + rest[at+1:]
 		}
 	}

@@ -209,14 +209,14 @@ func TestSSHSignaturesInteroperateWithGit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ring, err := gitrepo.LoadKeyRing(keyDir + "/trusted")
-	if err == nil {
+	if _, err := gitrepo.LoadKeyRing(keyDir + "/trusted"); err == nil {
 		t.Fatal("LoadKeyRing of a missing dir succeeded")
 	}
 	trusted := filepath.Join(keyDir, "trusted")
 	os.Mkdir(trusted, 0o755)
 	os.WriteFile(filepath.Join(trusted, "allowed_signers"), append([]byte("member1@fleet "), key.public...), 0o644)
-	if ring, err = gitrepo.LoadKeyRing(trusted); err != nil {
+	ring, err := gitrepo.LoadKeyRing(trusted)
+	if err != nil {
 		t.Fatal(err)
 	}
 	v, err := gc.Verify(ring)

@@ -121,9 +121,11 @@ func (p *preflight) kustomization(dir string, pluginConfigs bool) error {
 	for _, pt := range k.Patches {
 		add("patches.path", pt.Path)
 	}
+	//lint:ignore SA1019 kustomizations in the wild still use it; its paths must be checked too
 	for _, pt := range k.PatchesJson6902 {
 		add("patchesJson6902.path", pt.Path)
 	}
+	//lint:ignore SA1019 kustomizations in the wild still use it; its paths must be checked too
 	for _, pt := range k.PatchesStrategicMerge {
 		if s := string(pt); !strings.ContainsAny(s, "\n{") {
 			add("patchesStrategicMerge", s) // else an inline patch

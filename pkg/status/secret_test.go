@@ -60,7 +60,8 @@ func TestSecretDataNeverReachesGit(t *testing.T) {
 		u := &unstructured.Unstructured{Object: obj}
 		// What the API server says, unmasked.
 		probe := u.DeepCopy()
-		rawErr := c.Client().Patch(ctx, probe, client.Apply, client.FieldOwner("probe"), client.DryRunAll) //nolint:staticcheck // the raw server message
+		//lint:ignore SA1019 a raw server-side apply patch gives the API server's unmasked message
+		rawErr := c.Client().Patch(ctx, probe, client.Apply, client.FieldOwner("probe"), client.DryRunAll)
 		if rawErr == nil {
 			t.Fatalf("%s: the API server accepted the invalid Secret", unit)
 		}

@@ -10,6 +10,7 @@ import (
 // Errors, for errors.Is.
 var (
 	// ErrNotInstalled: the cluster does not serve Volcano's APIs.
+	//lint:ignore ST1005 Volcano is a proper name and starts the sentence users see in status
 	ErrNotInstalled = errors.New("Volcano is not installed on this cluster")
 	// ErrNotOwned: a job of the unit's name exists that Flotilla did not
 	// create for this unit; it is left alone.

@@ -482,7 +482,7 @@ func benchAgentFluxShape(b *testing.B) {
 	reqBefore = p.apiRequests()
 	versionsBefore := agentBenchVersions(ctx, b, c.Client())
 	n = p.Cycles()
-	hash, tree, changed := agentBenchPush(b, srv, "fleet", dir, tree, "change "+app)
+	hash, _, changed := agentBenchPush(b, srv, "fleet", dir, tree, "change "+app)
 	pushed := time.Now()
 	var one map[string]any
 	for {
