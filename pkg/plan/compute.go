@@ -18,6 +18,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/flotilla-gitops/flotilla/pkg/compile"
 	"github.com/flotilla-gitops/flotilla/pkg/fleet"
 	"github.com/flotilla-gitops/flotilla/pkg/gitrepo"
 	"github.com/flotilla-gitops/flotilla/pkg/render"
@@ -52,8 +53,14 @@ type Options struct {
 	Clusters []string
 	Fleets   []string
 	// Charts vendors chart-repository charts into each side's copy; nil
-	// uses render.VendorCharts (offline when charts/ is vendored and locked).
-	Charts slice.ChartVendor
+	// uses chartvendor.VendorCharts (offline when charts/ is vendored and
+	// locked).
+	Charts compile.ChartVendor
+	// StatusRepo and StatusAuthDir: where GlobalJob BestFit placement reads
+	// the clusters' reported capacity, as for render (empty: the fleet
+	// repo's own status refs when RepoDir is a Git repository).
+	StatusRepo    string
+	StatusAuthDir string
 	// Limits bound every unit render, as on the agent.
 	Limits render.Limits
 	// HelmInProcess is render.Options.HelmInProcess (tests, benchmarks).
@@ -79,8 +86,51 @@ type side struct {
 	// relative, with their blob hashes (commits only).
 	rendered map[string]string
 	repo     *fleet.Repo
-	out      *slice.Output
-	byName   map[string]*slice.ClusterOutput
+	// committed reads the side's committed slices (where GlobalJobs are
+	// placed already).
+	committed compile.SliceReader
+	out       *compile.Output
+	byName    map[string]*compile.ClusterOutput
+	// warnings are the status documents the compile could not use.
+	warnings []string
+}
+
+// committedSlices reads the commit's slices from rendered/ as committed,
+// exporting its slice.yaml files into dir on first use (only a repo with
+// BestFit GlobalJobs asks).
+func (s *side) committedSlices(ctx context.Context, top, prefix, dir string) compile.SliceReader {
+	var once sync.Once
+	var exportErr error
+	root := filepath.Join(dir, prefix)
+	return func(cluster string) (*slice.Slice, error) {
+		once.Do(func() {
+			var paths []string
+			for p := range s.rendered {
+				if path.Base(p) == slice.FileName {
+					paths = append(paths, path.Join(filepath.ToSlash(prefix), p))
+				}
+			}
+			sort.Strings(paths)
+			exportErr = gitrepo.ExportTreePaths(ctx, top, s.commit, dir, paths)
+		})
+		if exportErr != nil {
+			return nil, exportErr
+		}
+		return slice.Read(root, cluster)
+	}
+}
+
+// joinWarnings lists a's warnings, then b's that a does not have.
+func joinWarnings(a, b []string) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, w := range append(append([]string(nil), a...), b...) {
+		if !seen[w] {
+			seen[w] = true
+			out = append(out, w)
+		}
+	}
+	return out
 }
 
 // Compute renders both revisions and diffs them. Problems in the inputs
@@ -155,14 +205,23 @@ func Compute(ctx context.Context, opts Options) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	charts := opts.Charts
-	if charts == nil {
-		charts = render.VendorSliceCharts
+	// Each side compiles through the same pipeline as render, placing
+	// GlobalJobs from its own committed rendered/ (the working tree's for
+	// the working tree).
+	base.committed = base.committedSlices(ctx, top, prefix, filepath.Join(tmp, "base-rendered"))
+	head.committed = compile.RenderedAt(repoDir)
+	if opts.Head != "" {
+		head.committed = head.committedSlices(ctx, top, prefix, filepath.Join(tmp, "head-rendered"))
 	}
-	err = both(func() error { return base.compile(ctx, selected, charts) }, func() error { return head.compile(ctx, selected, charts) })
+	po := compile.PipelineOptions{Charts: opts.Charts, StatusRepo: opts.StatusRepo, StatusAuthDir: opts.StatusAuthDir}
+	if po.StatusRepo == "" {
+		po.StatusRepo = compile.DefaultStatusRepo(repoDir)
+	}
+	err = both(func() error { return base.compile(ctx, selected, po) }, func() error { return head.compile(ctx, selected, po) })
 	if err != nil {
 		return nil, err
 	}
+	p.Warnings = append(p.Warnings, joinWarnings(base.warnings, head.warnings)...)
 	progress("compiled %d and %d clusters", len(base.out.Clusters), len(head.out.Clusters))
 	if w, err := staleness(ctx, head, repoDir); err != nil {
 		return nil, err
@@ -342,8 +401,9 @@ func (s *side) load(ctx context.Context) error {
 
 // compile compiles the selected clusters this side has (all when selected
 // is nil).
-func (s *side) compile(ctx context.Context, selected map[string]bool, charts slice.ChartVendor) error {
-	opts := slice.CompileOptions{Charts: charts}
+func (s *side) compile(ctx context.Context, selected map[string]bool, opts compile.PipelineOptions) error {
+	opts.Committed = s.committed
+	opts.Warn = func(msg string) { s.warnings = append(s.warnings, msg) }
 	if selected != nil {
 		for _, c := range s.repo.Clusters {
 			if selected[c.Metadata.Name] {
@@ -351,17 +411,17 @@ func (s *side) compile(ctx context.Context, selected map[string]bool, charts sli
 			}
 		}
 		if len(opts.Clusters) == 0 {
-			s.out = &slice.Output{Scope: []string{}}
-			s.byName = map[string]*slice.ClusterOutput{}
+			s.out = &compile.Output{Scope: []string{}}
+			s.byName = map[string]*compile.ClusterOutput{}
 			return nil
 		}
 	}
-	out, err := slice.Compile(ctx, s.repo, opts)
+	out, err := compile.Pipeline(ctx, s.repo, opts)
 	if err != nil {
 		return fmt.Errorf("%s: %w", s.name, err)
 	}
 	s.out = out
-	s.byName = make(map[string]*slice.ClusterOutput, len(out.Clusters))
+	s.byName = make(map[string]*compile.ClusterOutput, len(out.Clusters))
 	for _, co := range out.Clusters {
 		s.byName[co.Slice.Cluster] = co
 	}
@@ -375,7 +435,7 @@ func (s *side) compile(ctx context.Context, selected map[string]bool, charts sli
 func staleness(ctx context.Context, head *side, workTree string) (string, error) {
 	var differ []string
 	if head.commit == "" {
-		ch, err := slice.Write(ctx, workTree, head.out, slice.WriteOptions{Check: true})
+		ch, err := compile.Write(ctx, workTree, head.out, compile.WriteOptions{Check: true})
 		if err != nil {
 			return "", fmt.Errorf("head: check rendered/: %w", err)
 		}
@@ -393,7 +453,7 @@ func staleness(ctx context.Context, head *side, workTree string) (string, error)
 // staleFiles lists the generated files whose committed blob differs from
 // the compile's (missing, changed or no longer generated), within the
 // compile's scope, sorted.
-func staleFiles(out *slice.Output, committed map[string]string) []string {
+func staleFiles(out *compile.Output, committed map[string]string) []string {
 	inScope := func(p string) bool { return true }
 	if out.Scope != nil {
 		dirs := make([]string, len(out.Scope))
@@ -613,7 +673,7 @@ func (pl *planner) renderAll(ctx context.Context, jobs []*renderJob) error {
 // compiled files: the committed rendered/ may be stale or missing.
 func writeUnitDir(s *side, cluster string, u slice.Unit) error {
 	if !filepath.IsLocal(filepath.FromSlash(u.Path)) {
-		return fmt.Errorf("plan: unit path %q: %w", u.Path, slice.ErrUnsafePath)
+		return fmt.Errorf("plan: unit path %q: %w", u.Path, compile.ErrUnsafePath)
 	}
 	dir := filepath.Join(s.root, filepath.FromSlash(u.Path))
 	if err := os.RemoveAll(dir); err != nil {

@@ -9,9 +9,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/flotilla-gitops/flotilla/pkg/compile"
 	"github.com/flotilla-gitops/flotilla/pkg/fleet"
 	"github.com/flotilla-gitops/flotilla/pkg/plan"
-	"github.com/flotilla-gitops/flotilla/pkg/slice"
 )
 
 // A small fleet: c1 and c2 in fleet "a", c3 in fleet "b"; "web" (plain
@@ -113,11 +113,11 @@ func (r *testRepo) render() {
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	out, err := slice.Compile(ctx, repo, slice.CompileOptions{})
+	out, err := compile.Compile(ctx, repo, compile.Options{})
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	if _, err := slice.Write(ctx, r.dir, out, slice.WriteOptions{}); err != nil {
+	if _, err := compile.Write(ctx, r.dir, out, compile.WriteOptions{}); err != nil {
 		r.t.Fatal(err)
 	}
 }

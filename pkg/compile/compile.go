@@ -1,4 +1,4 @@
-package slice
+package compile
 
 import (
 	"context"
@@ -21,34 +21,17 @@ import (
 
 	"github.com/flotilla-gitops/flotilla/pkg/fleet"
 	"github.com/flotilla-gitops/flotilla/pkg/placement"
+	"github.com/flotilla-gitops/flotilla/pkg/render/chartvendor"
+	"github.com/flotilla-gitops/flotilla/pkg/slice"
 )
 
-// ChartRef is a chart from a chart repository, as an Application names it.
-// Version may be a semver range.
-type ChartRef struct {
-	Repo    string
-	Chart   string
-	Version string
-}
-
-// VendoredChart is a chart-repo chart pinned and copied into the fleet repo.
-type VendoredChart struct {
-	Ref ChartRef
-	// Version is the exact version the range resolved to.
-	Version string
-	// Digest is "sha256:<hex>" of the chart archive, as locked.
-	Digest string
-	// Path is the chart directory, repo-relative: charts/<chart>/<version>.
-	Path string
-}
-
 // ChartVendor pins and vendors chart-repo charts into the repo and returns
-// one VendoredChart per ref. The hub passes pkg/render's VendorCharts
-// (pkg/render imports this package, so it cannot be called from here).
-type ChartVendor func(ctx context.Context, repoRoot string, refs []ChartRef) ([]VendoredChart, error)
+// one VendoredChart per ref; chartvendor.VendorCharts unless a test or the
+// caller supplies another.
+type ChartVendor func(ctx context.Context, repoRoot string, refs []chartvendor.ChartRef) ([]chartvendor.VendoredChart, error)
 
-// CompileOptions tune Compile.
-type CompileOptions struct {
+// Options tune Compile.
+type Options struct {
 	// Clusters limits the compile to the named clusters; empty means all.
 	Clusters []string
 	// Charts vendors chart-repo charts. Required when an application uses a
@@ -63,7 +46,14 @@ type CompileOptions struct {
 	// Capacity is the clusters' reported capacity for GlobalJob BestFit
 	// placement (volcano.go); nil falls back to Cluster.spec.capacity.
 	Capacity CapacitySource
+	// Placed are the BestFit GlobalJobs already placed, which stay where
+	// they are; Compile reads no rendered/ of its own.
+	Placed PlacedJobs
 }
+
+// PlacedJobs maps a GlobalJob's name to the clusters whose committed slice
+// already runs it (ReadPlaced).
+type PlacedJobs map[string][]string
 
 // Output is a compiled fleet: every cluster's slice and generated files.
 type Output struct {
@@ -73,14 +63,14 @@ type Output struct {
 	// clusters' names, and Write leaves other clusters' directories alone.
 	Scope []string
 	// Charts are the vendored chart-repo charts, sorted by path.
-	Charts []VendoredChart
+	Charts []chartvendor.VendoredChart
 	// Warnings are problems that do not stop the render.
 	Warnings fleet.ErrorList
 }
 
 // ClusterOutput is one cluster's slice and its files.
 type ClusterOutput struct {
-	Slice *Slice
+	Slice *slice.Slice
 	// Files are every generated file of the cluster, slice.yaml included,
 	// sorted by path. Files with equal content share Data.
 	Files []File
@@ -96,7 +86,6 @@ type File struct {
 // Generated file names inside a unit directory.
 const (
 	KustomizationFile = "kustomization.yaml"
-	ValuesFile        = "values.yaml"
 	NamespacesFile    = "namespaces.yaml"
 )
 
@@ -119,7 +108,7 @@ const (
 // cluster runs, in dependency order, with their generated files. Problems
 // in the inputs are returned as a fleet.ErrorList naming file and field;
 // nothing is written.
-func Compile(ctx context.Context, repo *fleet.Repo, opts CompileOptions) (*Output, error) {
+func Compile(ctx context.Context, repo *fleet.Repo, opts Options) (*Output, error) {
 	c := &compiler{
 		ctx:    ctx,
 		repo:   repo,
@@ -133,12 +122,12 @@ func Compile(ctx context.Context, repo *fleet.Repo, opts CompileOptions) (*Outpu
 type compiler struct {
 	ctx    context.Context
 	repo   *fleet.Repo
-	opts   CompileOptions
+	opts   Options
 	errs   errorCollector
 	warns  errorCollector
 	hasher *treeHasher
 	apps   []*appPlan
-	charts []VendoredChart
+	charts []chartvendor.VendoredChart
 	nsMemo map[string]*unitContent
 	// fleetState: policies, identities and routes (fleetunits.go).
 	fleetState *fleetUnitState
@@ -150,14 +139,14 @@ type compiler struct {
 // every cluster.
 type appPlan struct {
 	app  *fleet.Application
-	kind UnitKind
+	kind slice.UnitKind
 	// srcDir is the source directory, repo-relative (a kustomization, a
 	// manifests directory or a chart path).
 	srcDir string
 	// resources are the generated kustomization's resources, relative to a
 	// unit directory.
 	resources  []string
-	chartRef   *ChartRef
+	chartRef   *chartvendor.ChartRef
 	chartDir   string
 	baseValues map[string]any
 	baseVars   bool
@@ -266,8 +255,8 @@ func (c *compiler) selectClusters() ([]*fleet.Cluster, error) {
 // the cluster.
 func (c *compiler) planApp(a *fleet.Application) *appPlan {
 	p := &appPlan{app: a, memo: map[string]*unitContent{}}
-	if strings.HasPrefix(a.Metadata.Name, ReservedPrefix) {
-		c.field(a, "metadata.name", fleet.ErrInvalidValue, "", "the prefix %q is reserved for generated units", ReservedPrefix)
+	if strings.HasPrefix(a.Metadata.Name, slice.ReservedPrefix) {
+		c.field(a, "metadata.name", fleet.ErrInvalidValue, "", "the prefix %q is reserved for generated units", slice.ReservedPrefix)
 		p.broken = true
 	}
 	src := a.Spec.Source
@@ -275,15 +264,15 @@ func (c *compiler) planApp(a *fleet.Application) *appPlan {
 	var srcField string
 	switch {
 	case src.Kustomize != nil:
-		p.kind, srcField = UnitKustomize, "spec.source.kustomize.path"
+		p.kind, srcField = slice.UnitKustomize, "spec.source.kustomize.path"
 		p.srcDir = path.Join(appDir, src.Kustomize.Path)
 	case src.Manifests != nil:
-		p.kind, srcField = UnitManifests, "spec.source.manifests.path"
+		p.kind, srcField = slice.UnitManifests, "spec.source.manifests.path"
 		p.srcDir = path.Join(appDir, src.Manifests.Path)
 	case src.Helm != nil:
-		p.kind = UnitHelm
+		p.kind = slice.UnitHelm
 		if src.Helm.Repo != "" {
-			p.chartRef = &ChartRef{Repo: src.Helm.Repo, Chart: src.Helm.Chart, Version: src.Helm.Version}
+			p.chartRef = &chartvendor.ChartRef{Repo: src.Helm.Repo, Chart: src.Helm.Chart, Version: src.Helm.Version}
 		} else {
 			srcField = "spec.source.helm.path"
 			p.srcDir = path.Join(appDir, src.Helm.Path)
@@ -294,7 +283,7 @@ func (c *compiler) planApp(a *fleet.Application) *appPlan {
 			p.broken = true
 		}
 		p.baseValues, p.baseVars = vals, valuesUseVars(vals)
-		p.resources = []string{HelmOutputFile}
+		p.resources = []string{slice.HelmOutputFile}
 	default:
 		c.field(a, "spec.source", fleet.ErrRequired, "", "one of kustomize, manifests or helm is required")
 		return &appPlan{app: a, broken: true}
@@ -330,13 +319,13 @@ func (c *compiler) checkSourceDir(p *appPlan, field string) bool {
 		return false
 	}
 	switch p.kind {
-	case UnitKustomize:
+	case slice.UnitKustomize:
 		if !hasKustomization(abs) {
 			c.field(a, field, fleet.ErrInvalidValue, "", "%s has no kustomization.yaml (use source.manifests for plain manifests)", p.srcDir)
 			return false
 		}
 		p.resources = []string{relFromUnitDir(p.srcDir)}
-	case UnitManifests:
+	case slice.UnitManifests:
 		if hasKustomization(abs) {
 			c.field(a, field, fleet.ErrInvalidValue, "", "%s has a kustomization.yaml (use source.kustomize)", p.srcDir)
 			return false
@@ -349,7 +338,7 @@ func (c *compiler) checkSourceDir(p *appPlan, field string) bool {
 		for _, f := range files {
 			p.resources = append(p.resources, relFromUnitDir(f))
 		}
-	case UnitHelm:
+	case slice.UnitHelm:
 		if _, err := os.Stat(filepath.Join(abs, "Chart.yaml")); err != nil {
 			c.field(a, field, fleet.ErrInvalidValue, "", "%s has no Chart.yaml", p.srcDir)
 			return false
@@ -439,7 +428,7 @@ func (c *compiler) planPolicy(p *appPlan, i int) *policyPlan {
 	ok := true
 	if ov := sp.Overrides; ov != nil {
 		if ov.Values != nil {
-			if p.kind != UnitHelm {
+			if p.kind != slice.UnitHelm {
 				c.field(a, prefix+".overrides.values", fleet.ErrInvalidValue, "", "values apply only to a helm source")
 				ok = false
 			} else if vals, err := decodeValues(ov.Values); err != nil {
@@ -505,8 +494,8 @@ func (c *compiler) planPolicy(p *appPlan, i int) *policyPlan {
 
 // vendorCharts pins and vendors every chart-repo chart in one call.
 func (c *compiler) vendorCharts() error {
-	var refs []ChartRef
-	seen := map[ChartRef]bool{}
+	var refs []chartvendor.ChartRef
+	seen := map[chartvendor.ChartRef]bool{}
 	for _, p := range c.apps {
 		if p.chartRef != nil && !seen[*p.chartRef] {
 			seen[*p.chartRef] = true
@@ -533,7 +522,7 @@ func (c *compiler) vendorCharts() error {
 	if err != nil {
 		return fmt.Errorf("vendor charts: %w", err)
 	}
-	byRef := map[ChartRef]VendoredChart{}
+	byRef := map[chartvendor.ChartRef]chartvendor.VendoredChart{}
 	for _, v := range vendored {
 		byRef[v.Ref] = v
 	}
@@ -575,7 +564,7 @@ func (c *compiler) digestApp(p *appPlan) error {
 		roots = append(roots, p.chartDir)
 	}
 	readsAppFile := false
-	if p.kind == UnitKustomize {
+	if p.kind == slice.UnitKustomize {
 		inputs, err := kustomizeInputs(c.repo.Root, p.srcDir)
 		if err != nil {
 			c.field(p.app, "spec.source.kustomize.path", fleet.ErrInvalidValue, "", "%v", err)
@@ -678,7 +667,7 @@ func (c *compiler) compileClusters(clusters []*fleet.Cluster) ([]*ClusterOutput,
 // clusterDraft is a cluster's units, dependencies set, before ordering.
 type clusterDraft struct {
 	cluster  string
-	units    []Unit
+	units    []slice.Unit
 	contents map[string]*unitContent
 }
 
@@ -689,9 +678,9 @@ func (d *clusterDraft) finish() (*ClusterOutput, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Slice{APIVersion: APIVersion, Kind: Kind, Cluster: d.cluster, Units: ordered}
+	s := &slice.Slice{APIVersion: slice.APIVersion, Kind: slice.Kind, Cluster: d.cluster, Units: ordered}
 	files := make([]File, 0, 1+2*len(ordered))
-	files = append(files, File{Path: SlicePath(d.cluster), Data: marshalSlice(s)})
+	files = append(files, File{Path: slice.SlicePath(d.cluster), Data: slice.Marshal(s)})
 	for _, u := range ordered {
 		for _, f := range d.contents[u.Name].files {
 			files = append(files, File{Path: u.Path + "/" + f.name, Data: f.data})
@@ -706,7 +695,7 @@ func (d *clusterDraft) finish() (*ClusterOutput, error) {
 func (c *compiler) draftCluster(cl *fleet.Cluster) *clusterDraft {
 	name := cl.Metadata.Name
 	type pending struct {
-		unit    Unit
+		unit    slice.Unit
 		content *unitContent
 		app     *fleet.Application
 	}
@@ -714,8 +703,8 @@ func (c *compiler) draftCluster(cl *fleet.Cluster) *clusterDraft {
 	nsContent := c.namespacesUnit(cl)
 	if nsContent != nil {
 		units = append(units, pending{
-			unit: Unit{
-				Name: UnitNamespaces, Kind: UnitManifests, Path: UnitDir(name, UnitNamespaces),
+			unit: slice.Unit{
+				Name: slice.UnitNamespaces, Kind: slice.UnitManifests, Path: slice.UnitDir(name, slice.UnitNamespaces),
 				Prune: true, Wait: true, Timeout: metav1.Duration{Duration: fleet.DefaultTimeout},
 				Hash: nsContent.hash,
 			},
@@ -753,10 +742,10 @@ func (c *compiler) draftCluster(cl *fleet.Cluster) *clusterDraft {
 			continue
 		}
 		a := p.app
-		u := Unit{
+		u := slice.Unit{
 			Name:       a.Metadata.Name,
 			Kind:       p.kind,
-			Path:       UnitDir(name, a.Metadata.Name),
+			Path:       slice.UnitDir(name, a.Metadata.Name),
 			Prune:      a.PruneEnabled(),
 			AllowEmpty: a.Spec.AllowEmpty,
 			Wait:       a.WaitEnabled(),
@@ -764,12 +753,12 @@ func (c *compiler) draftCluster(cl *fleet.Cluster) *clusterDraft {
 			Namespace:  content.namespace,
 			Hash:       content.hash,
 		}
-		if p.kind == UnitHelm {
+		if p.kind == slice.UnitHelm {
 			release := a.Spec.Source.Helm.ReleaseName
 			if release == "" {
 				release = a.Metadata.Name
 			}
-			u.Helm = &HelmRelease{Chart: p.chartDir, ReleaseName: release, Values: path.Join(u.Path, ValuesFile)}
+			u.Helm = &slice.HelmRelease{Chart: p.chartDir, ReleaseName: release, Values: path.Join(u.Path, slice.ValuesFile)}
 		}
 		present[a.Metadata.Name] = true
 		units = append(units, pending{unit: u, content: content, app: a})
@@ -781,7 +770,7 @@ func (c *compiler) draftCluster(cl *fleet.Cluster) *clusterDraft {
 		}
 		var deps []string
 		if nsContent != nil {
-			deps = append(deps, UnitNamespaces)
+			deps = append(deps, slice.UnitNamespaces)
 		}
 		deps = append(deps, appPrerequisites(fleetExtra)...)
 		for j, d := range a.Spec.DependsOn {
@@ -799,7 +788,7 @@ func (c *compiler) draftCluster(cl *fleet.Cluster) *clusterDraft {
 	if failed {
 		return nil
 	}
-	d := &clusterDraft{cluster: name, units: make([]Unit, len(units)), contents: make(map[string]*unitContent, len(units))}
+	d := &clusterDraft{cluster: name, units: make([]slice.Unit, len(units)), contents: make(map[string]*unitContent, len(units))}
 	for i, u := range units {
 		d.units[i] = u.unit
 		d.contents[u.unit.Name] = u.content
@@ -888,7 +877,7 @@ func (c *compiler) buildAppUnit(p *appPlan, matched []*policyPlan, cl *fleet.Clu
 	replicas := map[string]int64{}
 	dividedBy := map[string]int{}
 	var values map[string]any
-	if p.kind == UnitHelm {
+	if p.kind == slice.UnitHelm {
 		values = c.expandValues(p.baseValues, "spec.source.helm.values", expand)
 	}
 	for _, pp := range matched {
@@ -954,13 +943,13 @@ func (c *compiler) buildAppUnit(p *appPlan, matched []*policyPlan, cl *fleet.Clu
 		return nil
 	}
 	u := &unitContent{namespace: namespace, files: []unitFile{{name: KustomizationFile, data: kust}}}
-	if p.kind == UnitHelm {
+	if p.kind == slice.UnitHelm {
 		vals, err := marshalValues(values)
 		if err != nil {
 			c.field(a, "spec.source.helm.values", fleet.ErrInvalidValue, name, "generate values: %v", err)
 			return nil
 		}
-		u.files = append(u.files, unitFile{name: ValuesFile, data: vals})
+		u.files = append(u.files, unitFile{name: slice.ValuesFile, data: vals})
 	}
 	u.hash = unitHash(u.files, p.digest)
 	return u
