@@ -105,7 +105,7 @@ func (r *testRepo) write(files map[string]string) {
 }
 
 // render does what `flotilla render` does for a repo without chart
-// repositories.
+// repositories: the same pipeline, with the repo's own status refs.
 func (r *testRepo) render() {
 	r.t.Helper()
 	ctx := context.Background()
@@ -113,7 +113,7 @@ func (r *testRepo) render() {
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	out, err := compile.Compile(ctx, repo, compile.Options{})
+	out, err := compile.Pipeline(ctx, repo, compile.PipelineOptions{StatusRepo: compile.DefaultStatusRepo(r.dir)})
 	if err != nil {
 		r.t.Fatal(err)
 	}
