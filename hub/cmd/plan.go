@@ -11,7 +11,6 @@ import (
 
 	"github.com/flotilla-gitops/flotilla/pkg/fleet"
 	"github.com/flotilla-gitops/flotilla/pkg/plan"
-	"github.com/flotilla-gitops/flotilla/pkg/render"
 )
 
 type planOptions struct {
@@ -25,6 +24,9 @@ type planOptions struct {
 	maxBytes int
 	mdFile   string
 	progress bool
+	// statusRepo and authDir: as render's, so both place GlobalJobs alike.
+	statusRepo string
+	authDir    string
 }
 
 func newPlanCommand() *cobra.Command {
@@ -78,6 +80,8 @@ unit that fails to render at head — the plan is still printed).`,
 	f.IntVar(&o.maxBytes, "max-bytes", plan.DefaultMaxBytes, "largest Markdown output; longer plans are truncated with a note")
 	f.StringVar(&o.mdFile, "markdown-file", "", "also write the Markdown rendering to this file (CI: the full plan in the log, the comment from the same run)")
 	f.BoolVar(&o.progress, "progress", false, "report progress on stderr even when it is not a terminal")
+	f.StringVar(&o.statusRepo, "status-repo", "", "where GlobalJob BestFit placement reads the clusters' status (capacity), as for render: a URL or directory (default: --repo's own status refs when it is a Git repository)")
+	f.StringVar(&o.authDir, "git-credentials-dir", "", "directory with Git credentials for --status-repo (files username, password, bearerToken, identity, known_hosts, ca.crt)")
 	_ = c.MarkFlagRequired("base")
 	return c
 }
@@ -97,7 +101,9 @@ func runPlan(ctx context.Context, stdout, stderr io.Writer, o *planOptions) erro
 		Head:     o.head,
 		Clusters: o.clusters,
 		Fleets:   o.fleets,
-		Charts:   render.VendorSliceCharts,
+
+		StatusRepo:    o.statusRepo,
+		StatusAuthDir: o.authDir,
 	}
 	if o.progress || isTerminal(stderr) {
 		opts.Progress = func(msg string) { fmt.Fprintln(stderr, msg) }

@@ -12,9 +12,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/flotilla-gitops/flotilla/pkg/compile"
 	"github.com/flotilla-gitops/flotilla/pkg/fleet"
-	"github.com/flotilla-gitops/flotilla/pkg/render"
-	"github.com/flotilla-gitops/flotilla/pkg/slice"
 )
 
 // progressEvery is how often (in clusters) render reports progress.
@@ -80,17 +79,17 @@ differ, 2 invalid input or another error.`,
 
 // renderSummary is the -o json document of render.
 type renderSummary struct {
-	Repo     string         `json:"repo"`
-	Check    bool           `json:"check"`
-	UpToDate bool           `json:"upToDate"`
-	Clusters int            `json:"clusters"`
-	Units    int            `json:"units"`
-	Charts   []chartSummary `json:"charts,omitempty"`
-	Changes  *slice.Changes `json:"changes,omitempty"`
-	Warnings []errorSummary `json:"warnings,omitempty"`
-	Errors   []errorSummary `json:"errors,omitempty"`
-	Seconds  float64        `json:"seconds"`
-	Scope    []string       `json:"scope,omitempty"`
+	Repo     string           `json:"repo"`
+	Check    bool             `json:"check"`
+	UpToDate bool             `json:"upToDate"`
+	Clusters int              `json:"clusters"`
+	Units    int              `json:"units"`
+	Charts   []chartSummary   `json:"charts,omitempty"`
+	Changes  *compile.Changes `json:"changes,omitempty"`
+	Warnings []errorSummary   `json:"warnings,omitempty"`
+	Errors   []errorSummary   `json:"errors,omitempty"`
+	Seconds  float64          `json:"seconds"`
+	Scope    []string         `json:"scope,omitempty"`
 }
 
 type chartSummary struct {
@@ -147,26 +146,24 @@ func runRender(ctx context.Context, stdout, stderr io.Writer, o *renderOptions) 
 	if err != nil {
 		return reportInputErrors(stdout, stderr, o.output, sum, err)
 	}
-	capacity, capWarnings, err := renderCapacity(ctx, root, repo, o.statusRepo, o.authDir)
-	if err != nil {
-		return err
-	}
-	for _, w := range capWarnings {
-		fmt.Fprintf(stderr, "warning: %s\n", w)
-	}
 	progress := newProgress(stderr, o.progress)
-	out, err := slice.Compile(ctx, repo, slice.CompileOptions{
-		Clusters: o.clusters,
-		Charts:   render.VendorSliceCharts,
-		Progress: progress.clusters,
-		Capacity: capacity,
+	statusRepo := o.statusRepo
+	if statusRepo == "" {
+		statusRepo = compile.DefaultStatusRepo(root)
+	}
+	out, err := compile.Pipeline(ctx, repo, compile.PipelineOptions{
+		Clusters:      o.clusters,
+		Progress:      progress.clusters,
+		StatusRepo:    statusRepo,
+		StatusAuthDir: o.authDir,
+		Warn:          func(msg string) { fmt.Fprintf(stderr, "warning: %s\n", msg) },
 	})
 	if err != nil {
 		return reportInputErrors(stdout, stderr, o.output, sum, err)
 	}
 	sum.Warnings = append(sum.Warnings, summarizeErrors(out.Warnings)...)
 	printWarnings(stderr, out.Warnings)
-	ch, err := slice.Write(ctx, root, out, slice.WriteOptions{Check: o.check, Progress: progress.files})
+	ch, err := compile.Write(ctx, root, out, compile.WriteOptions{Check: o.check, Progress: progress.files})
 	if err != nil {
 		return err
 	}
@@ -194,7 +191,7 @@ func runRender(ctx context.Context, stdout, stderr io.Writer, o *renderOptions) 
 	return nil
 }
 
-func printRenderText(w io.Writer, sum *renderSummary, ch *slice.Changes) {
+func printRenderText(w io.Writer, sum *renderSummary, ch *compile.Changes) {
 	what := fmt.Sprintf("%d clusters, %d units", sum.Clusters, sum.Units)
 	switch {
 	case sum.Check && ch.Empty():

@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/flotilla-gitops/flotilla/pkg/slice"
+	"github.com/flotilla-gitops/flotilla/pkg/compile"
 )
 
 type validateOptions struct {
@@ -73,7 +73,7 @@ func runValidate(ctx context.Context, stdout, stderr io.Writer, o *validateOptio
 	if err != nil {
 		return reportInputErrors(stdout, stderr, o.output, sum, err)
 	}
-	out, err := slice.Compile(ctx, repo, slice.CompileOptions{ValidateOnly: true})
+	out, err := compile.Pipeline(ctx, repo, compile.PipelineOptions{ValidateOnly: true})
 	if err != nil {
 		return reportInputErrors(stdout, stderr, o.output, sum, err)
 	}

@@ -13,5 +13,5 @@
 // the render with the file, line and field that wrote it.
 //
 // Selecting the clusters and writing the objects into slices is
-// pkg/slice's job.
+// pkg/compile's job.
 package admission

@@ -4,6 +4,6 @@
 // apiVersion flotilla.dev/v1alpha1 — and loading them from a repo tree with
 // strict decoding and validation. Every error names the file, line and field.
 //
-// It does not render anything: pkg/slice turns a loaded Repo into per-cluster
+// It does not render anything: pkg/compile turns a loaded Repo into per-cluster
 // slices, pkg/render turns a slice's units into Kubernetes objects.
 package fleet

@@ -11,5 +11,5 @@
 //
 // The provider is the cluster's "provider" label. Mappings are validated
 // when pkg/fleet loads the fleets; selecting clusters and writing slices is
-// pkg/slice's job.
+// pkg/compile's job.
 package identity

@@ -9,9 +9,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/flotilla-gitops/flotilla/pkg/compile"
 	"github.com/flotilla-gitops/flotilla/pkg/fleet"
 	"github.com/flotilla-gitops/flotilla/pkg/plan"
-	"github.com/flotilla-gitops/flotilla/pkg/slice"
 )
 
 // A small fleet: c1 and c2 in fleet "a", c3 in fleet "b"; "web" (plain
@@ -105,7 +105,7 @@ func (r *testRepo) write(files map[string]string) {
 }
 
 // render does what `flotilla render` does for a repo without chart
-// repositories.
+// repositories: the same pipeline, with the repo's own status refs.
 func (r *testRepo) render() {
 	r.t.Helper()
 	ctx := context.Background()
@@ -113,11 +113,11 @@ func (r *testRepo) render() {
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	out, err := slice.Compile(ctx, repo, slice.CompileOptions{})
+	out, err := compile.Pipeline(ctx, repo, compile.PipelineOptions{StatusRepo: compile.DefaultStatusRepo(r.dir)})
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	if _, err := slice.Write(ctx, r.dir, out, slice.WriteOptions{}); err != nil {
+	if _, err := compile.Write(ctx, r.dir, out, compile.WriteOptions{}); err != nil {
 		r.t.Fatal(err)
 	}
 }

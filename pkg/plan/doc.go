@@ -5,8 +5,10 @@
 // # How a plan is made
 //
 // Compute exports both revisions (the head may be the working tree, copied)
-// into a temporary directory and compiles each from its inputs with
-// pkg/slice, as `flotilla render` does in CI. The head's committed rendered/
+// into a temporary directory and compiles each from its inputs through
+// compile.Pipeline, as `flotilla render` does in CI (GlobalJobs placed
+// already are read from each side's committed rendered/, reported capacity
+// from the same status refs render reads). The head's committed rendered/
 // is compared with its fresh compile: agents apply what is committed, so a
 // stale rendered/ is reported as a warning (CI's `render --check` fails on
 // it). Units are then paired by name per cluster; a unit whose content hash

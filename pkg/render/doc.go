@@ -65,7 +65,6 @@
 //
 // # Vendoring
 //
-// VendorCharts pulls chart-repository charts into charts/<chart>/<version>/
-// for the hub, pinned in charts/charts.lock.yaml, so agents render from Git
-// alone and later hub runs reuse the pins offline.
+// Chart-repository charts are vendored by the hub-side package
+// pkg/render/chartvendor, which the agent does not link.
 package render

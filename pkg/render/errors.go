@@ -7,7 +7,7 @@ import (
 	"strings"
 )
 
-// Error classes; test with errors.Is on the error Unit or VendorCharts returns.
+// Error classes; test with errors.Is on the error Unit or chartvendor.VendorCharts returns.
 var (
 	// ErrPathEscape: a path (after cleaning) points outside the repository.
 	ErrPathEscape = errors.New("path escapes the repository")
@@ -40,7 +40,7 @@ var (
 	ErrChartRepo = errors.New("chart repository error")
 )
 
-// Error is what Unit and VendorCharts return: the unit (empty from
+// Error is what Unit and chartvendor.VendorCharts return: the unit (empty from
 // VendorCharts), the repo-relative file at fault when it is known (from
 // VendorCharts, charts/<chart>), and the classified cause. Messages never
 // carry object contents (see sanitize).
@@ -91,6 +91,15 @@ func (e *classError) Unwrap() []error {
 
 func classed(class error, detail string) error {
 	return &classError{class: class, detail: sanitize(detail)}
+}
+
+// Classify is an error of class with detail sanitized as Unit's own
+// errors are, for the hub-side packages under pkg/render (chart vendoring).
+func Classify(class error, detail string) error { return classed(class, detail) }
+
+// ClassifyCause is Classify keeping cause for errors.Is.
+func ClassifyCause(class error, detail string, cause error) error {
+	return &classError{class: class, detail: sanitize(detail), cause: cause}
 }
 
 // fileError is a classified error about one file, raised below Unit (in the

@@ -251,7 +251,7 @@ func (f *confinedFS) readRel(rel string) ([]byte, error) {
 		return nil, err
 	}
 	if data, ok := f.overlay[rel]; ok {
-		if err := scanYAML(data); err != nil {
+		if err := ScanYAML(data); err != nil {
 			return nil, f.note(&fileError{file: rel, err: err})
 		}
 		return data, nil
@@ -285,7 +285,7 @@ func (f *confinedFS) readRel(rel string) ([]byte, error) {
 	if int64(len(data)) > f.maxFile { // grew while we read it
 		return nil, f.note(errFile(rel, ErrTooLarge, fmt.Sprintf("file exceeds the limit of %d bytes", f.maxFile)))
 	}
-	if err := scanYAML(data); err != nil {
+	if err := ScanYAML(data); err != nil {
 		return nil, f.note(&fileError{file: rel, err: err})
 	}
 	return data, nil

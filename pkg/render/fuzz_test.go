@@ -33,7 +33,7 @@ func FuzzScanYAML(f *testing.F) {
 		if !mayHaveAliases(data) && xerr == nil && expanded != parsed {
 			t.Fatalf("pre-check skipped a document that expands %d nodes to %d", parsed, expanded)
 		}
-		err := scanYAML(data)
+		err := ScanYAML(data)
 		if err != nil {
 			if !errors.Is(err, ErrYAMLBomb) {
 				t.Fatalf("unexpected error class: %v", err)
@@ -91,7 +91,7 @@ func FuzzCheckDocuments(f *testing.F) {
 	f.Add([]byte("---\n# Source: x/templates/a.yaml\napiVersion: v1\nkind: List\nitems:\n- kind: A\n"))
 	f.Add([]byte("- 1\n- 2\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		if len(data) > 64<<10 || scanYAML(data) != nil {
+		if len(data) > 64<<10 || ScanYAML(data) != nil {
 			return
 		}
 		if err := checkDocuments("f.yaml", data, map[string]string{}); err != nil && !errors.Is(err, ErrInvalidObject) {

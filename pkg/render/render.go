@@ -164,7 +164,7 @@ func prepareHelm(ctx context.Context, f *confinedFS, unitDir string, u slice.Uni
 	}
 	outRel := path.Join(unitDir, slice.HelmOutputFile)
 	f.overlay[outRel] = manifest
-	if err := scanYAML(manifest); err != nil {
+	if err := ScanYAML(manifest); err != nil {
 		return &fileError{file: outRel, err: err}
 	}
 	if !hasKustomization(f, unitDir) {

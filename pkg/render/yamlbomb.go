@@ -21,11 +21,11 @@ const (
 	bombCeiling = 1_000_000
 )
 
-// scanYAML rejects data whose aliases would expand beyond the budget. It is
-// called on every file the renderer reads and on Helm's output, before
-// kustomize or Helm decode them. Data that is not YAML, or fails to parse, is
+// ScanYAML rejects data whose aliases would expand beyond the budget. It is
+// called on every file the renderer reads, on Helm's output and on the chart
+// repository indexes the hub vendors from, before anything decodes them. Data that is not YAML, or fails to parse, is
 // left to its consumer to report.
-func scanYAML(data []byte) error {
+func ScanYAML(data []byte) error {
 	if !mayHaveAliases(data) {
 		return nil
 	}

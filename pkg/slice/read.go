@@ -125,6 +125,13 @@ func cleanRepoPath(p string) bool {
 	return path.Clean(p) == p && inRepo(p) && !strings.Contains(p, "\\")
 }
 
+// inRepo reports whether a cleaned, slash-separated, repo-relative path stays
+// inside the repo.
+func inRepo(rel string) bool {
+	rel = path.Clean(rel)
+	return rel != ".." && !strings.HasPrefix(rel, "../") && !path.IsAbs(rel)
+}
+
 func validHash(h string) bool {
 	hex, ok := strings.CutPrefix(h, "sha256:")
 	if !ok || len(hex) != 64 {

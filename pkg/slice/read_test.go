@@ -29,10 +29,10 @@ func sampleSlice() *Slice {
 	}
 }
 
-// TestSliceRoundTrip: what marshalSlice writes, Parse reads back equal.
+// TestSliceRoundTrip: what Marshal writes, Parse reads back equal.
 func TestSliceRoundTrip(t *testing.T) {
 	s := sampleSlice()
-	data := marshalSlice(s)
+	data := Marshal(s)
 	if !strings.HasPrefix(string(data), GeneratedHeader+"\n") {
 		t.Fatalf("no header:\n%s", data)
 	}
@@ -44,7 +44,7 @@ func TestSliceRoundTrip(t *testing.T) {
 		t.Fatalf("round trip differs:\n got %+v\nwant %+v", got, s)
 	}
 	empty := &Slice{APIVersion: APIVersion, Kind: Kind, Cluster: "c"}
-	got, err = Parse(marshalSlice(empty))
+	got, err = Parse(Marshal(empty))
 	if err != nil || got.Cluster != "c" || len(got.Units) != 0 {
 		t.Fatalf("empty slice: %+v, %v", got, err)
 	}
@@ -57,7 +57,7 @@ func TestRead(t *testing.T) {
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(p, marshalSlice(s), 0o644); err != nil {
+	if err := os.WriteFile(p, Marshal(s), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	got, err := Read(root, "edge-1")
@@ -69,7 +69,7 @@ func TestRead(t *testing.T) {
 	if err := os.MkdirAll(filepath.Dir(other), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(other, marshalSlice(s), 0o644); err != nil {
+	if err := os.WriteFile(other, Marshal(s), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := Read(root, "edge-2"); !errors.Is(err, ErrInvalidSlice) {
@@ -81,7 +81,7 @@ func TestRead(t *testing.T) {
 }
 
 func TestParseRejects(t *testing.T) {
-	good := string(marshalSlice(sampleSlice()))
+	good := string(Marshal(sampleSlice()))
 	tests := []struct {
 		name, from, to string
 	}{
@@ -114,7 +114,7 @@ func TestParseRejects(t *testing.T) {
 }
 
 func FuzzParse(f *testing.F) {
-	f.Add(marshalSlice(sampleSlice()))
+	f.Add(Marshal(sampleSlice()))
 	f.Add([]byte("apiVersion: flotilla.dev/v1alpha1\nkind: Slice\ncluster: a\nunits: []\n"))
 	f.Add([]byte("units: [{name: a, dependsOn: [a]}]"))
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -123,7 +123,7 @@ func FuzzParse(f *testing.F) {
 			return
 		}
 		// Whatever parses is valid and survives a round trip.
-		again, err := Parse(marshalSlice(s))
+		again, err := Parse(Marshal(s))
 		if err != nil {
 			t.Fatalf("re-parse of a valid slice: %v", err)
 		}
@@ -167,8 +167,8 @@ func TestQuoteScalar(t *testing.T) {
 		{"ünïcode", `"ünïcode"`},
 	}
 	for _, tt := range tests {
-		if got := quoteScalar(tt.in); got != tt.want {
-			t.Errorf("quoteScalar(%q) = %s, want %s", tt.in, got, tt.want)
+		if got := QuoteScalar(tt.in); got != tt.want {
+			t.Errorf("QuoteScalar(%q) = %s, want %s", tt.in, got, tt.want)
 		}
 	}
 }

@@ -35,6 +35,9 @@ const (
 	UnitVolcano UnitKind = "volcano"
 )
 
+// ValuesFile is a helm unit's merged values, inside its unit directory.
+const ValuesFile = "values.yaml"
+
 // HelmOutputFile is the resource name under which a helm unit's
 // kustomization.yaml refers to the chart's rendered output.
 const HelmOutputFile = "helm-template.yaml"

@@ -10,6 +10,6 @@
 // changes only weights changes only those lines in rendered/.
 //
 // Routes are validated when pkg/fleet loads them (weights summing to 100,
-// subsets that exist); selecting clusters and writing slices is pkg/slice's
+// subsets that exist); selecting clusters and writing slices is pkg/compile's
 // job.
 package traffic

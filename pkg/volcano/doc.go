@@ -9,7 +9,7 @@
 // # Units
 //
 // The hub renders a cluster's Volcano objects as units of kind volcano
-// (pkg/slice): flotilla-queues, the fleet's queues
+// (pkg/compile): flotilla-queues, the fleet's queues
 // (scheduling.volcano.sh/v1beta1 Queue), applied like any unit; and one
 // unit job-<name> per GlobalJob piece placed on the cluster, holding one
 // batch.volcano.sh/v1alpha1 Job and depending on flotilla-queues. Before

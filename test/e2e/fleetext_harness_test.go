@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/flotilla-gitops/flotilla/pkg/apply"
+	"github.com/flotilla-gitops/flotilla/pkg/compile"
 	"github.com/flotilla-gitops/flotilla/pkg/fleet"
 	"github.com/flotilla-gitops/flotilla/pkg/render"
 	"github.com/flotilla-gitops/flotilla/pkg/slice"
@@ -71,11 +72,11 @@ func (r *fleetExtRepo) renderAndApply() (*slice.Slice, map[string]*apply.UnitRes
 	if err != nil {
 		t.Fatalf("load: %v", err)
 	}
-	out, err := slice.Compile(ctx, repo, slice.CompileOptions{})
+	out, err := compile.Compile(ctx, repo, compile.Options{})
 	if err != nil {
 		t.Fatalf("compile: %v", err)
 	}
-	if _, err := slice.Write(ctx, r.root, out, slice.WriteOptions{}); err != nil {
+	if _, err := compile.Write(ctx, r.root, out, compile.WriteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	var s *slice.Slice

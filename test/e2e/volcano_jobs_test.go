@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	batchv1alpha1 "volcano.sh/apis/pkg/apis/batch/v1alpha1"
 
+	"github.com/flotilla-gitops/flotilla/pkg/compile"
 	"github.com/flotilla-gitops/flotilla/pkg/fleet"
 	"github.com/flotilla-gitops/flotilla/pkg/slice"
 	"github.com/flotilla-gitops/flotilla/pkg/status"
@@ -331,7 +332,7 @@ func TestVolcanoJobs(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		out, err := slice.Compile(context.Background(), repoNoStatus, slice.CompileOptions{})
+		out, err := compile.Compile(context.Background(), repoNoStatus, compile.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -482,7 +483,7 @@ func TestVolcanoJobs(t *testing.T) {
 }
 
 // jobClusters names the clusters that have unit in out.
-func jobClusters(out *slice.Output, unit string) string {
+func jobClusters(out *compile.Output, unit string) string {
 	var names []string
 	for _, co := range out.Clusters {
 		for _, u := range co.Slice.Units {

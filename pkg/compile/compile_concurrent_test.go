@@ -1,4 +1,4 @@
-package slice_test
+package compile_test
 
 import (
 	"fmt"
@@ -10,7 +10,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/flotilla-gitops/flotilla/pkg/slice"
+	"github.com/flotilla-gitops/flotilla/pkg/compile"
 )
 
 // TestCompileManyClustersDeterministic: clusters are finished on a worker
@@ -35,11 +35,11 @@ func TestCompileManyClustersDeterministic(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	compile := func(procs int) (*slice.Output, []int) {
+	compile := func(procs int) (*compile.Output, []int) {
 		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
 		var mu sync.Mutex
 		var progress []int
-		out := compileRepo(t, root, slice.CompileOptions{Progress: func(done, total int) {
+		out := compileRepo(t, root, compile.Options{Progress: func(done, total int) {
 			mu.Lock()
 			defer mu.Unlock()
 			if total != 3+clones {

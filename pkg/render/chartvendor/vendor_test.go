@@ -1,4 +1,4 @@
-package render
+package chartvendor
 
 import (
 	"context"
@@ -12,11 +12,14 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/repo"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/flotilla-gitops/flotilla/pkg/render"
 	"github.com/flotilla-gitops/flotilla/pkg/slice"
 	"github.com/flotilla-gitops/flotilla/test/golden"
 )
@@ -132,9 +135,9 @@ func TestVendorCharts(t *testing.T) {
 
 	// The vendored chart renders like any chart in the repo.
 	writeFile(t, filepath.Join(root, "rendered/ab/c1/demo/values.yaml"), "message: vendored\n")
-	u := unitAt("demo", slice.UnitHelm, "rendered/ab/c1/demo")
+	u := slice.Unit{Name: "demo", Kind: slice.UnitHelm, Path: "rendered/ab/c1/demo", Timeout: metav1.Duration{Duration: time.Minute}}
 	u.Helm = &slice.HelmRelease{Chart: got[0].Path, ReleaseName: "demo", Values: "rendered/ab/c1/demo/values.yaml"}
-	res, err := Unit(context.Background(), root, u, Options{})
+	res, err := render.Unit(context.Background(), root, u, render.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -226,13 +229,13 @@ func TestVendorChartsErrors(t *testing.T) {
 		class error
 		msg   string
 	}{
-		{"no matching version", ChartRef{Repo: cr.URL, Chart: "demo", Version: "^9.0.0"}, ErrChartNotFound, "^9.0.0"},
-		{"unknown chart", ChartRef{Repo: cr.URL, Chart: "nope", Version: "1.0.0"}, ErrChartNotFound, "nope"},
-		{"invalid range", ChartRef{Repo: cr.URL, Chart: "demo", Version: "one"}, ErrChartNotFound, "invalid version range"},
-		{"chart name with a path", ChartRef{Repo: cr.URL, Chart: "../demo", Version: "1.0.0"}, ErrChartNotFound, "invalid chart name"},
-		{"digest mismatch", ChartRef{Repo: bad.URL, Chart: "demo", Version: "1.0.0"}, ErrChartDigest, "index says sha256:000"},
-		{"missing repository", ChartRef{Repo: cr.URL + "/missing", Chart: "demo", Version: "1.0.0"}, ErrChartRepo, "404"},
-		{"not http", ChartRef{Repo: "oci://registry.example/charts", Chart: "demo", Version: "1.0.0"}, ErrChartRepo, "not an http(s) URL"},
+		{"no matching version", ChartRef{Repo: cr.URL, Chart: "demo", Version: "^9.0.0"}, render.ErrChartNotFound, "^9.0.0"},
+		{"unknown chart", ChartRef{Repo: cr.URL, Chart: "nope", Version: "1.0.0"}, render.ErrChartNotFound, "nope"},
+		{"invalid range", ChartRef{Repo: cr.URL, Chart: "demo", Version: "one"}, render.ErrChartNotFound, "invalid version range"},
+		{"chart name with a path", ChartRef{Repo: cr.URL, Chart: "../demo", Version: "1.0.0"}, render.ErrChartNotFound, "invalid chart name"},
+		{"digest mismatch", ChartRef{Repo: bad.URL, Chart: "demo", Version: "1.0.0"}, render.ErrChartDigest, "index says sha256:000"},
+		{"missing repository", ChartRef{Repo: cr.URL + "/missing", Chart: "demo", Version: "1.0.0"}, render.ErrChartRepo, "404"},
+		{"not http", ChartRef{Repo: "oci://registry.example/charts", Chart: "demo", Version: "1.0.0"}, render.ErrChartRepo, "not an http(s) URL"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,4 +1,4 @@
-package slice
+package compile
 
 import (
 	"bytes"
@@ -13,6 +13,7 @@ import (
 	"github.com/flotilla-gitops/flotilla/pkg/admission"
 	"github.com/flotilla-gitops/flotilla/pkg/fleet"
 	"github.com/flotilla-gitops/flotilla/pkg/identity"
+	"github.com/flotilla-gitops/flotilla/pkg/slice"
 	"github.com/flotilla-gitops/flotilla/pkg/traffic"
 )
 
@@ -31,7 +32,7 @@ const (
 
 // fleetUnit is one generated unit of a cluster.
 type fleetUnit struct {
-	unit    Unit
+	unit    slice.Unit
 	content *unitContent
 }
 
@@ -113,8 +114,8 @@ func (c *compiler) fleetUnits(cl *fleet.Cluster, hasNamespaces bool) (units []fl
 	ok = true
 	unit := func(unitName string, content *unitContent, deps ...string) {
 		units = append(units, fleetUnit{
-			unit: Unit{
-				Name: unitName, Kind: UnitManifests, Path: UnitDir(name, unitName),
+			unit: slice.Unit{
+				Name: unitName, Kind: slice.UnitManifests, Path: slice.UnitDir(name, unitName),
 				DependsOn: append([]string(nil), deps...),
 				Prune:     true, Wait: true, Timeout: metav1.Duration{Duration: fleet.DefaultTimeout},
 				Hash: content.hash,
@@ -124,23 +125,23 @@ func (c *compiler) fleetUnits(cl *fleet.Cluster, hasNamespaces bool) (units []fl
 	}
 	var before []string // what identities and routes wait for
 	if hasNamespaces {
-		before = append(before, UnitNamespaces)
+		before = append(before, slice.UnitNamespaces)
 	}
 	if content, good := c.targetedUnit(s, "policies", policyFilePrefix, s.policies, name); !good {
 		ok = false
 	} else if content != nil {
-		unit(UnitPolicies, content)
-		before = append(before, UnitPolicies)
+		unit(slice.UnitPolicies, content)
+		before = append(before, slice.UnitPolicies)
 	}
 	if content, good := c.identityUnit(s, cl); !good {
 		ok = false
 	} else if content != nil {
-		unit(UnitIdentity, content, before...)
+		unit(slice.UnitIdentity, content, before...)
 	}
 	if content, good := c.targetedUnit(s, "routes", routeFilePrefix, s.routes, name); !good {
 		ok = false
 	} else if content != nil {
-		unit(UnitRoutes, content, before...)
+		unit(slice.UnitRoutes, content, before...)
 	}
 	return units, ok
 }
@@ -150,7 +151,7 @@ func (c *compiler) fleetUnits(cl *fleet.Cluster, hasNamespaces bool) (units []fl
 func appPrerequisites(units []fleetUnit) []string {
 	var out []string
 	for _, u := range units {
-		if u.unit.Name == UnitPolicies || u.unit.Name == UnitIdentity {
+		if u.unit.Name == slice.UnitPolicies || u.unit.Name == slice.UnitIdentity {
 			out = append(out, u.unit.Name)
 		}
 	}

@@ -1,4 +1,4 @@
-package slice
+package compile
 
 import (
 	"context"
@@ -12,6 +12,8 @@ import (
 	"sort"
 	"strings"
 	"sync"
+
+	"github.com/flotilla-gitops/flotilla/pkg/slice"
 )
 
 // ErrUnsafePath reports a generated path outside rendered/ or not clean.
@@ -71,10 +73,10 @@ func Write(ctx context.Context, root string, out *Output, opts WriteOptions) (Ch
 	}
 	var scopes []string
 	if out.Scope == nil {
-		scopes = []string{RenderedDir}
+		scopes = []string{slice.RenderedDir}
 	} else {
 		for _, name := range out.Scope {
-			scopes = append(scopes, ClusterDir(name))
+			scopes = append(scopes, slice.ClusterDir(name))
 		}
 	}
 	existing, dirs, err := listTree(ctx, root, scopes)
@@ -110,8 +112,8 @@ func Write(ctx context.Context, root string, out *Output, opts WriteOptions) (Ch
 	for _, d := range dirs {
 		existingDirs[d] = true
 	}
-	if _, err := os.Stat(filepath.Join(root, RenderedDir)); err == nil {
-		existingDirs[RenderedDir] = true
+	if _, err := os.Stat(filepath.Join(root, slice.RenderedDir)); err == nil {
+		existingDirs[slice.RenderedDir] = true
 	}
 	if err := writeFiles(ctx, root, toWrite, want, existingDirs, opts.Progress); err != nil {
 		return ch, err
@@ -128,7 +130,7 @@ func Write(ctx context.Context, root string, out *Output, opts WriteOptions) (Ch
 // checkGeneratedPath refuses anything that is not a clean path below
 // rendered/.
 func checkGeneratedPath(p string) error {
-	if p == "" || path.Clean(p) != p || path.IsAbs(p) || !strings.HasPrefix(p, RenderedDir+"/") || strings.Contains(p, "\\") {
+	if p == "" || path.Clean(p) != p || path.IsAbs(p) || !strings.HasPrefix(p, slice.RenderedDir+"/") || strings.Contains(p, "\\") {
 		return fmt.Errorf("write %q: %w", p, ErrUnsafePath)
 	}
 	return nil
@@ -329,7 +331,7 @@ const tempPrefix = ".flotilla-tmp-"
 // removal of stale files; rendered/ itself stays.
 func removeEmptyDirs(root string, dirs []string) {
 	for _, d := range dirs {
-		if d == RenderedDir {
+		if d == slice.RenderedDir {
 			continue
 		}
 		// Remove fails on a non-empty directory, which is what we want.

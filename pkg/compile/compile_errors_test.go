@@ -1,4 +1,4 @@
-package slice
+package compile
 
 import (
 	"context"
@@ -50,7 +50,7 @@ func TestCompileErrors(t *testing.T) {
 	tests := []struct {
 		name  string
 		build func(t *testing.T, root string) *fleet.Repo
-		opts  CompileOptions
+		opts  Options
 		class error
 		// want are substrings of the single expected error: file, field, detail.
 		want []string
@@ -210,7 +210,7 @@ func TestCompileErrors(t *testing.T) {
 
 func TestCompileUnknownCluster(t *testing.T) {
 	repo := &fleet.Repo{Root: t.TempDir(), Clusters: []*fleet.Cluster{cluster("a", nil)}}
-	_, err := Compile(context.Background(), repo, CompileOptions{Clusters: []string{"a", "zz"}})
+	_, err := Compile(context.Background(), repo, Options{Clusters: []string{"a", "zz"}})
 	if !errors.Is(err, ErrUnknownCluster) || !strings.Contains(err.Error(), `"zz"`) {
 		t.Fatalf("err = %v, want ErrUnknownCluster naming zz", err)
 	}
@@ -229,7 +229,7 @@ func TestCompileAggregatesAcrossClusters(t *testing.T) {
 	db := manifestsApp(t, root, "db", toClusters("c1"))
 	api := manifestsApp(t, root, "api", toClusters(names...))
 	api.Spec.DependsOn = []string{"db"}
-	_, err := Compile(context.Background(), &fleet.Repo{Root: root, Clusters: clusters, Applications: []*fleet.Application{api, db}}, CompileOptions{})
+	_, err := Compile(context.Background(), &fleet.Repo{Root: root, Clusters: clusters, Applications: []*fleet.Application{api, db}}, Options{})
 	var list fleet.ErrorList
 	if !errors.As(err, &list) || len(list) != 1 {
 		t.Fatalf("want one aggregated error, got %v", err)

@@ -1,4 +1,4 @@
-package slice_test
+package compile_test
 
 import (
 	"os"
@@ -7,13 +7,13 @@ import (
 	"sort"
 	"testing"
 
-	"github.com/flotilla-gitops/flotilla/pkg/slice"
+	"github.com/flotilla-gitops/flotilla/pkg/compile"
 )
 
 func unitHashes(t *testing.T, root string) map[string]string {
 	t.Helper()
 	out := map[string]string{}
-	for _, co := range compileRepo(t, root, slice.CompileOptions{}).Clusters {
+	for _, co := range compileRepo(t, root, compile.Options{}).Clusters {
 		for _, u := range co.Slice.Units {
 			out[co.Slice.Cluster+"/"+u.Name] = u.Hash
 		}

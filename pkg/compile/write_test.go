@@ -1,4 +1,4 @@
-package slice_test
+package compile_test
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flotilla-gitops/flotilla/pkg/compile"
 	"github.com/flotilla-gitops/flotilla/pkg/slice"
 )
 
@@ -66,9 +67,9 @@ func rewritten(t *testing.T, root string, old time.Time) []string {
 	return out
 }
 
-func write(t *testing.T, root string, out *slice.Output, check bool) slice.Changes {
+func write(t *testing.T, root string, out *compile.Output, check bool) compile.Changes {
 	t.Helper()
-	ch, err := slice.Write(context.Background(), root, out, slice.WriteOptions{Check: check})
+	ch, err := compile.Write(context.Background(), root, out, compile.WriteOptions{Check: check})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +85,7 @@ func TestWriteDeterministic(t *testing.T) {
 		if err := os.RemoveAll(filepath.Join(root, slice.RenderedDir)); err != nil {
 			t.Fatal(err)
 		}
-		write(t, root, compileRepo(t, root, slice.CompileOptions{}), false)
+		write(t, root, compileRepo(t, root, compile.Options{}), false)
 	}
 	ta, tb := treeFiles(t, a), treeFiles(t, b)
 	if len(ta) == 0 || !reflect.DeepEqual(ta, tb) {
@@ -101,7 +102,7 @@ func TestWriteDeterministic(t *testing.T) {
 	}
 	// Rendering again changes nothing and touches nothing.
 	old := ageTree(t, a)
-	if ch := write(t, a, compileRepo(t, a, slice.CompileOptions{}), false); !ch.Empty() {
+	if ch := write(t, a, compileRepo(t, a, compile.Options{}), false); !ch.Empty() {
 		t.Errorf("second render changed %v", ch.All())
 	}
 	if got := rewritten(t, a, old); len(got) != 0 {
@@ -113,7 +114,7 @@ func TestWriteDeterministic(t *testing.T) {
 // only the files of the clusters it targets are rewritten.
 func TestWriteRewritesOnlyTargetedClusters(t *testing.T) {
 	root := copyTree(t, templateDir)
-	write(t, root, compileRepo(t, root, slice.CompileOptions{}), false)
+	write(t, root, compileRepo(t, root, compile.Options{}), false)
 	old := ageTree(t, root)
 
 	// iot-collector runs on all three clusters; its cloud policy on member1
@@ -131,7 +132,7 @@ func TestWriteRewritesOnlyTargetedClusters(t *testing.T) {
 	if err := os.WriteFile(app, []byte(edited), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	ch := write(t, root, compileRepo(t, root, slice.CompileOptions{}), false)
+	ch := write(t, root, compileRepo(t, root, compile.Options{}), false)
 	want := []string{
 		slice.SlicePath("member1"),
 		slice.UnitDir("member1", "iot-collector") + "/kustomization.yaml",
@@ -157,7 +158,7 @@ func TestWriteRewritesOnlyTargetedClusters(t *testing.T) {
 	if err := os.WriteFile(dep, []byte(strings.Replace(string(data), "busybox:1.37", "busybox:1.36", 1)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	ch = write(t, root, compileRepo(t, root, slice.CompileOptions{}), false)
+	ch = write(t, root, compileRepo(t, root, compile.Options{}), false)
 	want = []string{slice.SlicePath("edge-1"), slice.SlicePath("member1"), slice.SlicePath("member2")}
 	sort.Strings(want)
 	if !reflect.DeepEqual(ch.All(), want) {
@@ -192,7 +193,7 @@ func TestWriteRemovesStale(t *testing.T) {
 	if err := os.RemoveAll(filepath.Join(root, "apps", "frontend-web")); err != nil {
 		t.Fatal(err)
 	}
-	out := compileRepo(t, root, slice.CompileOptions{})
+	out := compileRepo(t, root, compile.Options{})
 	check := write(t, root, out, true)
 	for _, f := range files {
 		if _, err := os.Stat(f); err != nil {
@@ -219,7 +220,7 @@ func TestWriteRemovesStale(t *testing.T) {
 			t.Errorf("%s still exists (%v)", d, err)
 		}
 	}
-	if ch := write(t, root, compileRepo(t, root, slice.CompileOptions{}), true); !ch.Empty() {
+	if ch := write(t, root, compileRepo(t, root, compile.Options{}), true); !ch.Empty() {
 		t.Errorf("after the write, check still finds %v", ch.All())
 	}
 }
@@ -246,7 +247,7 @@ func TestWriteScope(t *testing.T) {
 	if err := os.WriteFile(stale, []byte("stale\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	out := compileRepo(t, root, slice.CompileOptions{Clusters: []string{"member1"}})
+	out := compileRepo(t, root, compile.Options{Clusters: []string{"member1"}})
 	if len(out.Clusters) != 1 || !reflect.DeepEqual(out.Scope, []string{"member1"}) {
 		t.Fatalf("compiled %d clusters, scope %v", len(out.Clusters), out.Scope)
 	}
@@ -268,12 +269,12 @@ func TestWriteScope(t *testing.T) {
 func TestWriteRefusesUnsafePaths(t *testing.T) {
 	root := t.TempDir()
 	for _, bad := range []string{"rendered/../escape.yaml", "other/file.yaml", "/abs/rendered/x", "rendered/a/./b"} {
-		out := &slice.Output{Clusters: []*slice.ClusterOutput{{
+		out := &compile.Output{Clusters: []*compile.ClusterOutput{{
 			Slice: &slice.Slice{},
-			Files: []slice.File{{Path: "rendered/aa/ok/slice.yaml", Data: []byte("ok\n")}, {Path: bad, Data: []byte("x\n")}},
+			Files: []compile.File{{Path: "rendered/aa/ok/slice.yaml", Data: []byte("ok\n")}, {Path: bad, Data: []byte("x\n")}},
 		}}}
-		_, err := slice.Write(context.Background(), root, out, slice.WriteOptions{})
-		if !errors.Is(err, slice.ErrUnsafePath) {
+		_, err := compile.Write(context.Background(), root, out, compile.WriteOptions{})
+		if !errors.Is(err, compile.ErrUnsafePath) {
 			t.Errorf("%s: err = %v, want ErrUnsafePath", bad, err)
 		}
 		if _, err := os.Stat(filepath.Join(root, "rendered")); !errors.Is(err, os.ErrNotExist) {
@@ -297,8 +298,8 @@ func TestWriteReplacesSymlink(t *testing.T) {
 	if err := os.Symlink(target, p); err != nil {
 		t.Fatal(err)
 	}
-	out := &slice.Output{Clusters: []*slice.ClusterOutput{{Slice: &slice.Slice{},
-		Files: []slice.File{{Path: "rendered/aa/c/slice.yaml", Data: []byte("precious\n")}}}}}
+	out := &compile.Output{Clusters: []*compile.ClusterOutput{{Slice: &slice.Slice{},
+		Files: []compile.File{{Path: "rendered/aa/c/slice.yaml", Data: []byte("precious\n")}}}}}
 	ch := write(t, root, out, false)
 	if !reflect.DeepEqual(ch.Changed, []string{"rendered/aa/c/slice.yaml"}) {
 		t.Errorf("changes = %+v", ch)
@@ -331,7 +332,7 @@ func TestWriteNewDirectories(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(leftover, "kustomization.yaml"), []byte("half"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	ch := write(t, root, compileRepo(t, root, slice.CompileOptions{}), false)
+	ch := write(t, root, compileRepo(t, root, compile.Options{}), false)
 	if len(ch.Added) != 2+6 || len(ch.Changed) != 0 || len(ch.Removed) != 1 {
 		t.Errorf("changes = %+v", ch)
 	}

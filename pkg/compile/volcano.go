@@ -1,4 +1,4 @@
-package slice
+package compile
 
 import (
 	"bytes"
@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"sort"
 	"strconv"
 
@@ -17,6 +18,7 @@ import (
 
 	"github.com/flotilla-gitops/flotilla/pkg/fleet"
 	"github.com/flotilla-gitops/flotilla/pkg/placement"
+	"github.com/flotilla-gitops/flotilla/pkg/slice"
 )
 
 // Volcano units: each cluster's fleet queues (UnitVolcanoQueues) and one
@@ -35,10 +37,11 @@ import (
 // piece (and from its tasks' dependsOn).
 //
 // BestFit: the whole job goes to one cluster: the one it is already
-// rendered to (rendered/ is read back), so a placed job — running or
-// finished — never moves because capacity changed elsewhere; otherwise the
+// rendered to (Options.Placed, read from the committed rendered/ by
+// Pipeline), so a placed job — running or finished — never moves because
+// capacity changed elsewhere; otherwise the
 // cluster whose capacity fits the job's gang (placement.Gang, BestFit):
-// the cluster's last status document (CompileOptions.Capacity), else its
+// the cluster's last status document (Options.Capacity), else its
 // spec.capacity hints; the job's queue limits it by what the status says
 // the queue may still take, else by the queue's declared capability there.
 // No fit is an error naming the job and the shortfall. To move a placed
@@ -50,7 +53,7 @@ import (
 // the same with or without the webhook.
 
 // CapacitySource gives the capacity a cluster last reported, for BestFit
-// placement; the hub builds it from the status documents
+// placement; Pipeline builds it from the status documents
 // (volcano.Capacities).
 type CapacitySource interface {
 	CapacityFor(cluster string) (*placement.Capacity, bool)
@@ -72,8 +75,6 @@ const annotationRecreate = "flotilla.dev/recreate"
 // volcanoState is what compiling GlobalJobs derives once per Compile.
 type volcanoState struct {
 	jobs []*jobPlan
-	// rendered caches, per cluster, the unit names of its current slice.
-	rendered map[string]map[string]bool
 }
 
 // jobPlan is one GlobalJob's spec (with defaults) and its pieces.
@@ -89,10 +90,10 @@ func (c *compiler) volcanoState() *volcanoState {
 	if c.volcano != nil {
 		return c.volcano
 	}
-	s := &volcanoState{rendered: map[string]map[string]bool{}}
+	s := &volcanoState{}
 	c.volcano = s
 	for _, j := range c.repo.GlobalJobs {
-		if p := c.planJob(s, j); p != nil {
+		if p := c.planJob(j); p != nil {
 			s.jobs = append(s.jobs, p)
 		}
 	}
@@ -104,7 +105,7 @@ func (c *compiler) jobError(j *fleet.GlobalJob, field string, kind error, format
 }
 
 // planJob places one GlobalJob; nil after a reported problem.
-func (c *compiler) planJob(s *volcanoState, j *fleet.GlobalJob) *jobPlan {
+func (c *compiler) planJob(j *fleet.GlobalJob) *jobPlan {
 	p := &jobPlan{job: j, spec: defaultedSpec(j.Spec.Template), pieces: map[string][]int32{}, memo: map[string]*unitContent{}}
 	dest := c.repo.Resolve(j.Spec.Placement.Destination)
 	sort.Slice(dest, func(a, b int) bool { return dest[a].Metadata.Name < dest[b].Metadata.Name })
@@ -143,7 +144,7 @@ func (c *compiler) planJob(s *volcanoState, j *fleet.GlobalJob) *jobPlan {
 			}
 		}
 	case fleet.GlobalJobPlacementBestFit:
-		cluster, ok := c.bestFit(s, p, dest)
+		cluster, ok := c.bestFit(p, dest)
 		if !ok {
 			return nil
 		}
@@ -164,12 +165,11 @@ func (c *compiler) planJob(s *volcanoState, j *fleet.GlobalJob) *jobPlan {
 
 // bestFit chooses the BestFit cluster ("" with ok in validate-only mode
 // when nothing is known).
-func (c *compiler) bestFit(s *volcanoState, p *jobPlan, dest []*fleet.Cluster) (string, bool) {
+func (c *compiler) bestFit(p *jobPlan, dest []*fleet.Cluster) (string, bool) {
 	j := p.job
-	unit := VolcanoJobPrefix + j.Metadata.Name
 	var placed []string
 	for _, cl := range dest {
-		if s.renderedUnits(c.repo.Root, cl.Metadata.Name)[unit] {
+		if slices.Contains(c.opts.Placed[j.Metadata.Name], cl.Metadata.Name) {
 			placed = append(placed, cl.Metadata.Name)
 		}
 	}
@@ -221,22 +221,6 @@ func (c *compiler) capacityOf(cluster string) (*placement.Capacity, bool) {
 		return nil, false
 	}
 	return c.opts.Capacity.CapacityFor(cluster)
-}
-
-// renderedUnits are the unit names of a cluster's slice as rendered/
-// holds it now (none when it has no readable slice).
-func (s *volcanoState) renderedUnits(root, cluster string) map[string]bool {
-	if u, ok := s.rendered[cluster]; ok {
-		return u
-	}
-	units := map[string]bool{}
-	if sl, err := Read(root, cluster); err == nil {
-		for _, u := range sl.Units {
-			units[u.Name] = true
-		}
-	}
-	s.rendered[cluster] = units
-	return units
 }
 
 // declaredQueueCapability is the capability a fleet of cl declares for
@@ -338,13 +322,13 @@ func (c *compiler) volcanoUnits(cl *fleet.Cluster, deps []string) (units []fleet
 		ok = false
 	} else if queues != nil {
 		units = append(units, fleetUnit{
-			unit: Unit{
-				Name: UnitVolcanoQueues, Kind: UnitVolcano, Path: UnitDir(name, UnitVolcanoQueues),
+			unit: slice.Unit{
+				Name: slice.UnitVolcanoQueues, Kind: slice.UnitVolcano, Path: slice.UnitDir(name, slice.UnitVolcanoQueues),
 				Prune: true, Wait: true, Timeout: metav1.Duration{Duration: fleet.DefaultTimeout}, Hash: queues.hash,
 			},
 			content: queues,
 		})
-		deps = append(deps, UnitVolcanoQueues)
+		deps = append(deps, slice.UnitVolcanoQueues)
 	}
 	deps = dedupeSorted(sortedCopy(deps))
 	for _, p := range s.jobs {
@@ -357,10 +341,10 @@ func (c *compiler) volcanoUnits(cl *fleet.Cluster, deps []string) (units []fleet
 			ok = false
 			continue
 		}
-		unitName := VolcanoJobPrefix + p.job.Metadata.Name
+		unitName := slice.VolcanoJobPrefix + p.job.Metadata.Name
 		units = append(units, fleetUnit{
-			unit: Unit{
-				Name: unitName, Kind: UnitVolcano, Path: UnitDir(name, unitName),
+			unit: slice.Unit{
+				Name: unitName, Kind: slice.UnitVolcano, Path: slice.UnitDir(name, unitName),
 				DependsOn: append([]string(nil), deps...),
 				// A job's health is its outcome, reported in status; the
 				// unit is Ready once the job is submitted.
@@ -536,5 +520,5 @@ func namespaceDeps(ns *unitContent) []string {
 	if ns == nil {
 		return nil
 	}
-	return []string{UnitNamespaces}
+	return []string{slice.UnitNamespaces}
 }

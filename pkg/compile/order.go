@@ -1,4 +1,4 @@
-package slice
+package compile
 
 import (
 	"fmt"
@@ -6,12 +6,13 @@ import (
 	"strings"
 
 	"github.com/flotilla-gitops/flotilla/pkg/fleet"
+	"github.com/flotilla-gitops/flotilla/pkg/slice"
 )
 
 // topoSort orders units so that each comes after the units it depends on;
 // among units that are ready together, by name. DependsOn must name units
 // of the list.
-func topoSort(units []Unit) ([]Unit, error) {
+func topoSort(units []slice.Unit) ([]slice.Unit, error) {
 	byName := make(map[string]int, len(units))
 	for i, u := range units {
 		byName[u.Name] = i
@@ -34,7 +35,7 @@ func topoSort(units []Unit) ([]Unit, error) {
 			ready = append(ready, i)
 		}
 	}
-	out := make([]Unit, 0, len(units))
+	out := make([]slice.Unit, 0, len(units))
 	for len(ready) > 0 {
 		sort.Slice(ready, func(a, b int) bool { return units[ready[a]].Name < units[ready[b]].Name })
 		i := ready[0]

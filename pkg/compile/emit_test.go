@@ -1,4 +1,4 @@
-package slice
+package compile
 
 import (
 	"encoding/json"
@@ -9,6 +9,8 @@ import (
 	yamlv3 "gopkg.in/yaml.v3"
 	"k8s.io/apimachinery/pkg/runtime"
 	sigsyaml "sigs.k8s.io/yaml"
+
+	"github.com/flotilla-gitops/flotilla/pkg/slice"
 )
 
 // parseBoth reads YAML as kustomize (yaml.v3) and Helm (sigs.k8s.io/yaml,
@@ -98,7 +100,7 @@ func TestEmitValues(t *testing.T) {
 	if got := norm(v1); !reflect.DeepEqual(got, want) {
 		t.Errorf("sigs.k8s.io/yaml read %v, want %v from\n%s", got, want, data)
 	}
-	if !strings.HasPrefix(string(data), GeneratedHeader+"\n") {
+	if !strings.HasPrefix(string(data), slice.GeneratedHeader+"\n") {
 		t.Errorf("no header")
 	}
 }

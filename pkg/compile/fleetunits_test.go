@@ -1,4 +1,4 @@
-package slice_test
+package compile_test
 
 import (
 	"context"
@@ -9,13 +9,14 @@ import (
 	"testing"
 
 	"github.com/flotilla-gitops/flotilla/pkg/admission"
+	"github.com/flotilla-gitops/flotilla/pkg/compile"
 	"github.com/flotilla-gitops/flotilla/pkg/fleet"
 	"github.com/flotilla-gitops/flotilla/pkg/slice"
 )
 
 const extensionsFixture = "fleet-extensions.txtar"
 
-func filesOf(out *slice.Output) map[string]string {
+func filesOf(out *compile.Output) map[string]string {
 	m := map[string]string{}
 	for _, co := range out.Clusters {
 		for _, f := range co.Files {
@@ -29,7 +30,7 @@ func filesOf(out *slice.Output) map[string]string {
 // the namespaces and policies, applications after policies and identities.
 func TestFleetUnitsOrder(t *testing.T) {
 	root := writeArchive(t, filepath.Join("testdata", "fixtures", extensionsFixture))
-	out := compileRepo(t, root, slice.CompileOptions{})
+	out := compileRepo(t, root, compile.Options{})
 	for _, co := range out.Clusters {
 		deps := map[string]string{}
 		for _, u := range co.Slice.Units {
@@ -56,7 +57,7 @@ func TestFleetUnitsOrder(t *testing.T) {
 // weight lines of its files and the unit hashes in slice.yaml.
 func TestCanaryStepDiff(t *testing.T) {
 	root := writeArchive(t, filepath.Join("testdata", "fixtures", extensionsFixture))
-	before := filesOf(compileRepo(t, root, slice.CompileOptions{}))
+	before := filesOf(compileRepo(t, root, compile.Options{}))
 	route := filepath.Join(root, "routes", "checkout.yaml")
 	data, err := os.ReadFile(route)
 	if err != nil {
@@ -66,7 +67,7 @@ func TestCanaryStepDiff(t *testing.T) {
 	if err := os.WriteFile(route, []byte(step), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	after := filesOf(compileRepo(t, root, slice.CompileOptions{}))
+	after := filesOf(compileRepo(t, root, compile.Options{}))
 	if len(before) != len(after) {
 		t.Fatalf("%d files before, %d after", len(before), len(after))
 	}
@@ -125,8 +126,8 @@ spec:
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, opts := range []slice.CompileOptions{{ValidateOnly: true}, {Charts: offlineCharts}} {
-		_, err = slice.Compile(context.Background(), repo, opts)
+	for _, opts := range []compile.Options{{ValidateOnly: true}, {Charts: offlineCharts}} {
+		_, err = compile.Compile(context.Background(), repo, opts)
 		var list fleet.ErrorList
 		if !errors.As(err, &list) || len(list) != 1 {
 			t.Fatalf("want one problem, got %v", err)
@@ -143,7 +144,7 @@ spec:
 // policy and identity mapping on the objects agents would apply.
 func TestTemplateFleetUnits(t *testing.T) {
 	root := copyTree(t, templateDir)
-	out := compileRepo(t, root, slice.CompileOptions{})
+	out := compileRepo(t, root, compile.Options{})
 	contains := func(cluster, unit string, want ...string) {
 		t.Helper()
 		got := unitObjects(t, root, out, cluster, unit)

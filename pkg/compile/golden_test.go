@@ -1,4 +1,4 @@
-package slice_test
+package compile_test
 
 import (
 	"context"
@@ -8,8 +8,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/flotilla-gitops/flotilla/pkg/compile"
 	"github.com/flotilla-gitops/flotilla/pkg/fleet"
 	"github.com/flotilla-gitops/flotilla/pkg/render"
+	"github.com/flotilla-gitops/flotilla/pkg/render/chartvendor"
 	"github.com/flotilla-gitops/flotilla/pkg/slice"
 	"github.com/flotilla-gitops/flotilla/test/golden"
 )
@@ -93,25 +95,11 @@ func copyTree(t *testing.T, src string) string {
 	return dst
 }
 
-// offlineCharts vendors with pkg/render, as the CLI does; in these tests
-// every chart is already vendored and locked, so it never downloads.
-func offlineCharts(ctx context.Context, root string, refs []slice.ChartRef) ([]slice.VendoredChart, error) {
-	in := make([]render.ChartRef, len(refs))
-	for i, r := range refs {
-		in[i] = render.ChartRef{Repo: r.Repo, Chart: r.Chart, Version: r.Version}
-	}
-	got, err := render.VendorCharts(ctx, root, in)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]slice.VendoredChart, len(got))
-	for i, v := range got {
-		out[i] = slice.VendoredChart{Ref: refs[i], Version: v.Version, Path: v.Path}
-	}
-	return out, nil
-}
+// offlineCharts vendors as the CLI does; in these tests every chart is
+// already vendored and locked, so it never downloads.
+var offlineCharts compile.ChartVendor = chartvendor.VendorCharts
 
-func compileRepo(t *testing.T, root string, opts slice.CompileOptions) *slice.Output {
+func compileRepo(t *testing.T, root string, opts compile.Options) *compile.Output {
 	t.Helper()
 	ctx := context.Background()
 	repo, err := fleet.Load(ctx, root)
@@ -121,7 +109,7 @@ func compileRepo(t *testing.T, root string, opts slice.CompileOptions) *slice.Ou
 	if opts.Charts == nil {
 		opts.Charts = offlineCharts
 	}
-	out, err := slice.Compile(ctx, repo, opts)
+	out, err := compile.Compile(ctx, repo, opts)
 	if err != nil {
 		t.Fatalf("compile %s:\n%v", root, err)
 	}
@@ -129,10 +117,10 @@ func compileRepo(t *testing.T, root string, opts slice.CompileOptions) *slice.Ou
 }
 
 // renderRepo compiles root and writes its rendered/ tree.
-func renderRepo(t *testing.T, root string, opts slice.CompileOptions) *slice.Output {
+func renderRepo(t *testing.T, root string, opts compile.Options) *compile.Output {
 	t.Helper()
 	out := compileRepo(t, root, opts)
-	if _, err := slice.Write(context.Background(), root, out, slice.WriteOptions{}); err != nil {
+	if _, err := compile.Write(context.Background(), root, out, compile.WriteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	return out
@@ -140,7 +128,7 @@ func renderRepo(t *testing.T, root string, opts slice.CompileOptions) *slice.Out
 
 // describe renders the generated files and, per unit, the objects an agent
 // would apply (pkg/render), as one reviewable text.
-func describe(t *testing.T, root string, out *slice.Output) string {
+func describe(t *testing.T, root string, out *compile.Output) string {
 	t.Helper()
 	var b strings.Builder
 	for _, co := range out.Clusters {
@@ -172,7 +160,7 @@ func TestGoldenFixtures(t *testing.T) {
 		name := strings.TrimSuffix(filepath.Base(f), ".txtar")
 		t.Run(name, func(t *testing.T) {
 			root := writeArchive(t, f)
-			out := renderRepo(t, root, slice.CompileOptions{})
+			out := renderRepo(t, root, compile.Options{})
 			golden.Assert(t, filepath.Join("testdata", "golden", name+".golden"), describe(t, root, out))
 		})
 	}
@@ -183,8 +171,8 @@ func TestGoldenFixtures(t *testing.T) {
 // rendered objects the golden file.
 func TestGoldenTemplate(t *testing.T) {
 	root := copyTree(t, templateDir)
-	out := compileRepo(t, root, slice.CompileOptions{})
-	ch, err := slice.Write(context.Background(), root, out, slice.WriteOptions{Check: true})
+	out := compileRepo(t, root, compile.Options{})
+	ch, err := compile.Write(context.Background(), root, out, compile.WriteOptions{Check: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,7 +183,7 @@ func TestGoldenTemplate(t *testing.T) {
 }
 
 // unitObjects renders one unit of a cluster and returns its objects' YAML.
-func unitObjects(t *testing.T, root string, out *slice.Output, cluster, unit string) string {
+func unitObjects(t *testing.T, root string, out *compile.Output, cluster, unit string) string {
 	t.Helper()
 	for _, co := range out.Clusters {
 		if co.Slice.Cluster != cluster {
@@ -223,7 +211,7 @@ func unitObjects(t *testing.T, root string, out *slice.Output, cluster, unit str
 // would apply, independently of the golden file.
 func TestTemplateScenarios(t *testing.T) {
 	root := copyTree(t, templateDir)
-	out := compileRepo(t, root, slice.CompileOptions{})
+	out := compileRepo(t, root, compile.Options{})
 	contains := func(cluster, unit string, want ...string) {
 		t.Helper()
 		got := unitObjects(t, root, out, cluster, unit)
@@ -280,7 +268,7 @@ func unitNames(s *slice.Slice) string {
 // TestReplicaDivisionSeed is the seed example, on the fixture.
 func TestReplicaDivisionSeed(t *testing.T) {
 	root := writeArchive(t, filepath.Join("testdata", "fixtures", "replica-division.txtar"))
-	out := renderRepo(t, root, slice.CompileOptions{})
+	out := renderRepo(t, root, compile.Options{})
 	want := map[string]string{"member1": "replicas: 3", "member2": "replicas: 1"}
 	for cluster, w := range want {
 		if got := unitObjects(t, root, out, cluster, "nginx"); !strings.Contains(got, w) {

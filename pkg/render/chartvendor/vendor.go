@@ -1,4 +1,4 @@
-package render
+package chartvendor
 
 import (
 	"bytes"
@@ -27,6 +27,7 @@ import (
 	"helm.sh/helm/v3/pkg/repo"
 	"sigs.k8s.io/yaml"
 
+	"github.com/flotilla-gitops/flotilla/pkg/render"
 	"github.com/flotilla-gitops/flotilla/pkg/slice"
 )
 
@@ -128,7 +129,7 @@ func VendorCharts(ctx context.Context, repoRoot string, refs []ChartRef) ([]Vend
 		if !ok {
 			e, err = v.vendor(ref, oldByKey)
 			if err != nil {
-				return nil, &Error{File: path.Join(ChartsDir, ref.Chart), Err: err}
+				return nil, &render.Error{File: path.Join(ChartsDir, ref.Chart), Err: err}
 			}
 			current[k] = e
 		}
@@ -139,7 +140,7 @@ func VendorCharts(ctx context.Context, repoRoot string, refs []ChartRef) ([]Vend
 	byPath := map[string]lockEntry{}
 	for _, e := range current {
 		if prev, ok := byPath[e.Path]; ok && prev.Digest != e.Digest {
-			return nil, &Error{File: e.Path, Err: classed(ErrChartDigest,
+			return nil, &render.Error{File: e.Path, Err: render.Classify(render.ErrChartDigest,
 				fmt.Sprintf("%s from %s and from %s differ; vendor them under different names", e.Path, prev.Repo, e.Repo))}
 		}
 		byPath[e.Path] = e
@@ -172,10 +173,10 @@ type vendorer struct {
 func (v *vendorer) vendor(ref ChartRef, old map[lockKey]lockEntry) (lockEntry, error) {
 	u, err := url.Parse(ref.Repo)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return lockEntry{}, classed(ErrChartRepo, fmt.Sprintf("repository %q is not an http(s) URL", ref.Repo))
+		return lockEntry{}, render.Classify(render.ErrChartRepo, fmt.Sprintf("repository %q is not an http(s) URL", ref.Repo))
 	}
 	if !chartNameRe.MatchString(ref.Chart) {
-		return lockEntry{}, classed(ErrChartNotFound, fmt.Sprintf("invalid chart name %q", ref.Chart))
+		return lockEntry{}, render.Classify(render.ErrChartNotFound, fmt.Sprintf("invalid chart name %q", ref.Chart))
 	}
 	rangeStr := ref.Version
 	if rangeStr == "" {
@@ -183,7 +184,7 @@ func (v *vendorer) vendor(ref ChartRef, old map[lockKey]lockEntry) (lockEntry, e
 	}
 	constraint, err := semver.NewConstraint(rangeStr)
 	if err != nil {
-		return lockEntry{}, classed(ErrChartNotFound, fmt.Sprintf("invalid version range %q: %v", ref.Version, err))
+		return lockEntry{}, render.Classify(render.ErrChartNotFound, fmt.Sprintf("invalid version range %q: %v", ref.Version, err))
 	}
 
 	if e, ok := old[lockKey{ref.Repo, ref.Chart, ref.Version}]; ok {
@@ -201,11 +202,11 @@ func (v *vendorer) vendor(ref ChartRef, old map[lockKey]lockEntry) (lockEntry, e
 		return lockEntry{}, err
 	}
 	if len(cv.URLs) == 0 {
-		return lockEntry{}, classed(ErrChartRepo, fmt.Sprintf("%s %s has no download URL", ref.Chart, cv.Version))
+		return lockEntry{}, render.Classify(render.ErrChartRepo, fmt.Sprintf("%s %s has no download URL", ref.Chart, cv.Version))
 	}
 	archiveURL, err := repo.ResolveReferenceURL(ref.Repo, cv.URLs[0])
 	if err != nil {
-		return lockEntry{}, classed(ErrChartRepo, err.Error())
+		return lockEntry{}, render.Classify(render.ErrChartRepo, err.Error())
 	}
 	data, err := v.get(archiveURL, maxChartArchive)
 	if err != nil {
@@ -214,7 +215,7 @@ func (v *vendorer) vendor(ref ChartRef, old map[lockKey]lockEntry) (lockEntry, e
 	sum := sha256.Sum256(data)
 	digest := hex.EncodeToString(sum[:])
 	if want := strings.ToLower(strings.TrimPrefix(cv.Digest, "sha256:")); want != "" && want != digest {
-		return lockEntry{}, classed(ErrChartDigest, fmt.Sprintf("%s %s: index says sha256:%s, archive is sha256:%s", ref.Chart, cv.Version, want, digest))
+		return lockEntry{}, render.Classify(render.ErrChartDigest, fmt.Sprintf("%s %s: index says sha256:%s, archive is sha256:%s", ref.Chart, cv.Version, want, digest))
 	}
 	e := lockEntry{
 		Repo:     ref.Repo,
@@ -254,7 +255,7 @@ func (v *vendorer) index(repoURL string) (*repo.IndexFile, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := scanYAML(data); err != nil {
+	if err := render.ScanYAML(data); err != nil {
 		return nil, fmt.Errorf("%s/index.yaml: %w", repoURL, err)
 	}
 	idx := &repo.IndexFile{}
@@ -264,7 +265,7 @@ func (v *vendorer) index(repoURL string) (*repo.IndexFile, error) {
 		err = yaml.Unmarshal(data, idx)
 	}
 	if err != nil {
-		return nil, classed(ErrChartRepo, fmt.Sprintf("%s/index.yaml: %v", repoURL, err))
+		return nil, render.Classify(render.ErrChartRepo, fmt.Sprintf("%s/index.yaml: %v", repoURL, err))
 	}
 	v.indexes[repoURL] = idx
 	return idx, nil
@@ -287,7 +288,7 @@ func pickVersion(idx *repo.IndexFile, name string, c *semver.Constraints) (*repo
 		}
 	}
 	if best == nil {
-		return nil, classed(ErrChartNotFound, fmt.Sprintf("no version of %s matches %q", name, c.String()))
+		return nil, render.Classify(render.ErrChartNotFound, fmt.Sprintf("no version of %s matches %q", name, c.String()))
 	}
 	return best, nil
 }
@@ -298,22 +299,22 @@ func (v *vendorer) get(u string, limit int64) ([]byte, error) {
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
-		return nil, classed(ErrChartRepo, err.Error())
+		return nil, render.Classify(render.ErrChartRepo, err.Error())
 	}
 	resp, err := v.client.Do(req)
 	if err != nil {
-		return nil, &classError{class: ErrChartRepo, detail: sanitize(err.Error()), cause: err}
+		return nil, render.ClassifyCause(render.ErrChartRepo, err.Error(), err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return nil, classed(ErrChartRepo, fmt.Sprintf("GET %s: %s", u, resp.Status))
+		return nil, render.Classify(render.ErrChartRepo, fmt.Sprintf("GET %s: %s", u, resp.Status))
 	}
 	data, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
 	if err != nil {
-		return nil, classed(ErrChartRepo, fmt.Sprintf("GET %s: %v", u, err))
+		return nil, render.Classify(render.ErrChartRepo, fmt.Sprintf("GET %s: %v", u, err))
 	}
 	if int64(len(data)) > limit {
-		return nil, classed(ErrTooLarge, fmt.Sprintf("GET %s: more than %d bytes", u, limit))
+		return nil, render.Classify(render.ErrTooLarge, fmt.Sprintf("GET %s: more than %d bytes", u, limit))
 	}
 	return data, nil
 }
@@ -323,14 +324,14 @@ func (v *vendorer) get(u string, limit int64) ([]byte, error) {
 func (v *vendorer) unpack(e lockEntry, archive []byte) error {
 	files, err := loader.LoadArchiveFiles(bytes.NewReader(archive))
 	if err != nil {
-		return classed(ErrChartRepo, fmt.Sprintf("%s: %v", e.Chart, err))
+		return render.Classify(render.ErrChartRepo, fmt.Sprintf("%s: %v", e.Chart, err))
 	}
 	ch, err := loader.LoadFiles(files)
 	if err != nil {
-		return classed(ErrChartRepo, fmt.Sprintf("%s: %v", e.Chart, err))
+		return render.Classify(render.ErrChartRepo, fmt.Sprintf("%s: %v", e.Chart, err))
 	}
 	if ch.Name() != e.Chart || ch.Metadata.Version != e.Resolved {
-		return classed(ErrChartRepo, fmt.Sprintf("archive holds %s %s, the index promised %s %s", ch.Name(), ch.Metadata.Version, e.Chart, e.Resolved))
+		return render.Classify(render.ErrChartRepo, fmt.Sprintf("archive holds %s %s, the index promised %s %s", ch.Name(), ch.Metadata.Version, e.Chart, e.Resolved))
 	}
 	if err := v.root.MkdirAll(path.Dir(e.Path), 0o755); err != nil {
 		return err
@@ -340,7 +341,7 @@ func (v *vendorer) unpack(e lockEntry, archive []byte) error {
 	for _, f := range files {
 		name := path.Clean(f.Name)
 		if name == "." || path.IsAbs(name) || name == ".." || strings.HasPrefix(name, "../") {
-			return classed(ErrPathEscape, fmt.Sprintf("%s: archive entry %q", e.Chart, f.Name))
+			return render.Classify(render.ErrPathEscape, fmt.Sprintf("%s: archive entry %q", e.Chart, f.Name))
 		}
 		target := path.Join(tmp, name)
 		if err := v.root.MkdirAll(path.Dir(target), 0o755); err != nil {
@@ -366,7 +367,7 @@ func readLock(root *os.Root) (chartLock, error) {
 		return lock, err
 	}
 	if err := yaml.UnmarshalStrict(data, &lock); err != nil {
-		return lock, &Error{File: ChartLockFile, Err: classed(ErrChartRepo, err.Error())}
+		return lock, &render.Error{File: ChartLockFile, Err: render.Classify(render.ErrChartRepo, err.Error())}
 	}
 	return lock, nil
 }
@@ -401,28 +402,4 @@ func writeLock(root *os.Root, lock chartLock) error {
 		return err
 	}
 	return root.Rename(tmp, ChartLockFile)
-}
-
-// VendorSliceCharts is VendorCharts in pkg/slice's types: the compiler's
-// chart hook (pkg/slice cannot import pkg/render, which imports it). The
-// hub's render and plan both compile through it.
-func VendorSliceCharts(ctx context.Context, repoRoot string, refs []slice.ChartRef) ([]slice.VendoredChart, error) {
-	in := make([]ChartRef, len(refs))
-	for i, r := range refs {
-		in[i] = ChartRef{Repo: r.Repo, Chart: r.Chart, Version: r.Version}
-	}
-	got, err := VendorCharts(ctx, repoRoot, in)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]slice.VendoredChart, len(got))
-	for i, v := range got {
-		out[i] = slice.VendoredChart{
-			Ref:     slice.ChartRef{Repo: v.Ref.Repo, Chart: v.Ref.Chart, Version: v.Ref.Version},
-			Version: v.Version,
-			Digest:  v.Digest,
-			Path:    v.Path,
-		}
-	}
-	return out, nil
 }

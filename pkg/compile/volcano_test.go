@@ -1,4 +1,4 @@
-package slice_test
+package compile_test
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/yaml"
 	batchv1alpha1 "volcano.sh/apis/pkg/apis/batch/v1alpha1"
 
+	"github.com/flotilla-gitops/flotilla/pkg/compile"
 	"github.com/flotilla-gitops/flotilla/pkg/fleet"
 	"github.com/flotilla-gitops/flotilla/pkg/placement"
 	"github.com/flotilla-gitops/flotilla/pkg/slice"
@@ -34,7 +35,7 @@ func gpus(free string) *placement.Capacity {
 }
 
 // jobUnitsOf maps cluster → job units of the output.
-func jobUnitsOf(out *slice.Output) map[string][]string {
+func jobUnitsOf(out *compile.Output) map[string][]string {
 	m := map[string][]string{}
 	for _, co := range out.Clusters {
 		for _, u := range co.Slice.Units {
@@ -46,7 +47,7 @@ func jobUnitsOf(out *slice.Output) map[string][]string {
 	return m
 }
 
-func renderedJob(t *testing.T, root string, out *slice.Output, cluster, unit string) *batchv1alpha1.Job {
+func renderedJob(t *testing.T, root string, out *compile.Output, cluster, unit string) *batchv1alpha1.Job {
 	t.Helper()
 	j := &batchv1alpha1.Job{}
 	if err := yaml.Unmarshal([]byte(unitObjects(t, root, out, cluster, unit)), j); err != nil {
@@ -58,7 +59,7 @@ func renderedJob(t *testing.T, root string, out *slice.Output, cluster, unit str
 func TestBestFitFromStatus(t *testing.T) {
 	root := writeArchive(t, filepath.Join("testdata", "fixtures", "volcano-jobs.txtar"))
 	// Hints say member2; status says member2's GPUs are all in use.
-	out := compileRepo(t, root, slice.CompileOptions{Capacity: capacities{"member1": gpus("4"), "member2": gpus("0")}})
+	out := compileRepo(t, root, compile.Options{Capacity: capacities{"member1": gpus("4"), "member2": gpus("0")}})
 	units := jobUnitsOf(out)
 	if got := strings.Join(units["member1"], " "); got != "job-spark job-tf-training" {
 		t.Fatalf("member1 job units %q, want spark and tf-training", got)
@@ -68,14 +69,21 @@ func TestBestFitFromStatus(t *testing.T) {
 	}
 
 	// Once rendered, the job stays where it is even when capacity moves.
-	if _, err := slice.Write(context.Background(), root, out, slice.WriteOptions{}); err != nil {
+	if _, err := compile.Write(context.Background(), root, out, compile.WriteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	again := compileRepo(t, root, slice.CompileOptions{Capacity: capacities{"member1": gpus("0"), "member2": gpus("8")}})
+	repo, err := fleet.Load(context.Background(), root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again := compileRepo(t, root, compile.Options{
+		Capacity: capacities{"member1": gpus("0"), "member2": gpus("8")},
+		Placed:   compile.ReadPlaced(repo, compile.RenderedAt(root)),
+	})
 	if got := strings.Join(jobUnitsOf(again)["member1"], " "); got != "job-spark job-tf-training" {
 		t.Fatalf("after capacity moved, member1 job units %q: a placed job must not move", got)
 	}
-	ch, err := slice.Write(context.Background(), root, again, slice.WriteOptions{Check: true})
+	ch, err := compile.Write(context.Background(), root, again, compile.WriteOptions{Check: true})
 	if err != nil || !ch.Empty() {
 		t.Fatalf("re-render with other capacity changed rendered/: %v %v", ch.All(), err)
 	}
@@ -86,7 +94,7 @@ func TestBestFitQueueRoomFromStatus(t *testing.T) {
 	// Both clusters have free GPUs, but member2's research-queue is full.
 	m2 := gpus("8")
 	m2.QueueFree = map[string]corev1.ResourceList{"research-queue": {"nvidia.com/gpu": resource.MustParse("1")}}
-	out := compileRepo(t, root, slice.CompileOptions{Capacity: capacities{"member1": gpus("2"), "member2": m2}})
+	out := compileRepo(t, root, compile.Options{Capacity: capacities{"member1": gpus("2"), "member2": m2}})
 	if got := jobUnitsOf(out)["member1"]; len(got) != 2 {
 		t.Fatalf("member1 job units %v, want tf-training there", got)
 	}
@@ -105,7 +113,7 @@ func TestBestFitNoFit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = slice.Compile(context.Background(), repo, slice.CompileOptions{Capacity: capacities{"member1": gpus("2"), "member2": gpus("4")}})
+	_, err = compile.Compile(context.Background(), repo, compile.Options{Capacity: capacities{"member1": gpus("2"), "member2": gpus("4")}})
 	if !errors.Is(err, placement.ErrNoFit) {
 		t.Fatalf("Compile() error = %v, want ErrNoFit", err)
 	}
@@ -114,14 +122,14 @@ func TestBestFitNoFit(t *testing.T) {
 		t.Fatalf("Compile() error =\n%v\nwant it to contain\n%s", err, want)
 	}
 	// Validation alone does not need capacity.
-	if _, err := slice.Compile(context.Background(), repo, slice.CompileOptions{ValidateOnly: true}); err != nil {
+	if _, err := compile.Compile(context.Background(), repo, compile.Options{ValidateOnly: true}); err != nil {
 		t.Fatalf("ValidateOnly: %v", err)
 	}
 }
 
 func TestDividedJobPieces(t *testing.T) {
 	root := writeArchive(t, filepath.Join("testdata", "fixtures", "volcano-jobs.txtar"))
-	out := renderRepo(t, root, slice.CompileOptions{})
+	out := renderRepo(t, root, compile.Options{})
 	type want struct {
 		min   int32
 		tasks map[string][2]int32 // replicas, minAvailable
@@ -163,7 +171,7 @@ func TestDividedJobSkipsEmptyPieces(t *testing.T) {
 	if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	out := renderRepo(t, root, slice.CompileOptions{Capacity: capacities{"member1": gpus("0"), "member2": gpus("8")}})
+	out := renderRepo(t, root, compile.Options{Capacity: capacities{"member1": gpus("0"), "member2": gpus("8")}})
 	units := jobUnitsOf(out)
 	if strings.Contains(strings.Join(units["member2"], " "), "job-spark") {
 		t.Fatalf("member2 got a spark piece with no replicas: %v", units)
@@ -192,8 +200,8 @@ spec:
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = slice.Compile(context.Background(), repo, slice.CompileOptions{})
-	if !errors.Is(err, slice.ErrConflict) || !strings.Contains(err.Error(), "queue research-queue is declared differently") {
+	_, err = compile.Compile(context.Background(), repo, compile.Options{})
+	if !errors.Is(err, compile.ErrConflict) || !strings.Contains(err.Error(), "queue research-queue is declared differently") {
 		t.Fatalf("Compile() error = %v, want a queue conflict", err)
 	}
 }

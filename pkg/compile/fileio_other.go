@@ -1,6 +1,6 @@
 //go:build !unix
 
-package slice
+package compile
 
 import (
 	"bytes"

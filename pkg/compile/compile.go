@@ -1,0 +1,212 @@
+package compile
+
+import (
+	"context"
+
+	"github.com/flotilla-gitops/flotilla/pkg/fleet"
+	"github.com/flotilla-gitops/flotilla/pkg/render/chartvendor"
+	"github.com/flotilla-gitops/flotilla/pkg/slice"
+)
+
+// ChartVendor pins and vendors chart-repo charts into the repo and returns
+// one VendoredChart per ref; chartvendor.VendorCharts unless a test or the
+// caller supplies another.
+type ChartVendor func(ctx context.Context, repoRoot string, refs []chartvendor.ChartRef) ([]chartvendor.VendoredChart, error)
+
+// Options tune Compile.
+type Options struct {
+	// Clusters limits the compile to the named clusters; empty means all.
+	Clusters []string
+	// Charts vendors chart-repo charts. Required when an application uses a
+	// chart repository, unless ValidateOnly.
+	Charts ChartVendor
+	// ValidateOnly checks everything that can fail without vendoring charts;
+	// helm units of chart-repo charts get no chart path and their hashes
+	// leave the chart out, so the Output must not be written.
+	ValidateOnly bool
+	// Progress, when set, is called after each cluster is compiled.
+	Progress func(done, total int)
+	// Capacity is the clusters' reported capacity for GlobalJob BestFit
+	// placement (volcano.go); nil falls back to Cluster.spec.capacity.
+	Capacity CapacitySource
+	// Placed are the BestFit GlobalJobs already placed, which stay where
+	// they are; Compile reads no rendered/ of its own.
+	Placed PlacedJobs
+}
+
+// PlacedJobs maps a GlobalJob's name to the clusters whose committed slice
+// already runs it (ReadPlaced).
+type PlacedJobs map[string][]string
+
+// Output is a compiled fleet: every cluster's slice and generated files.
+type Output struct {
+	// Clusters are sorted by name.
+	Clusters []*ClusterOutput
+	// Scope is nil when every cluster was compiled; else the compiled
+	// clusters' names, and Write leaves other clusters' directories alone.
+	Scope []string
+	// Charts are the vendored chart-repo charts, sorted by path.
+	Charts []chartvendor.VendoredChart
+	// Warnings are problems that do not stop the render.
+	Warnings fleet.ErrorList
+}
+
+// ClusterOutput is one cluster's slice and its files.
+type ClusterOutput struct {
+	Slice *slice.Slice
+	// Files are every generated file of the cluster, slice.yaml included,
+	// sorted by path. Files with equal content share Data.
+	Files []File
+}
+
+// File is one generated file.
+type File struct {
+	// Path is slash-separated and relative to the repo root.
+	Path string
+	Data []byte
+}
+
+// Generated file names inside a unit directory.
+const (
+	KustomizationFile = "kustomization.yaml"
+	NamespacesFile    = "namespaces.yaml"
+)
+
+// Specificity of a destination: when several syncPolicies of an application
+// match a cluster, all of them apply, less specific first — fleet
+// destinations, then label selectors, then cluster names — and, at equal
+// specificity, in the order they are written. A later policy overrides an
+// earlier one: Helm values are deep-merged over the application's values in
+// that order; patches accumulate in that order; images, replicas and the
+// namespace are replaced (the last policy that sets one wins, per image and
+// per workload). Two policies dividing the same workload on one cluster
+// (replicaScheduling) are an error, since neither division would hold.
+const (
+	specificityFleet = iota
+	specificitySelector
+	specificityClusters
+)
+
+// Compile turns a loaded repo into one slice per cluster: the units each
+// cluster runs, in dependency order, with their generated files. Problems
+// in the inputs are returned as a fleet.ErrorList naming file and field;
+// nothing is written.
+func Compile(ctx context.Context, repo *fleet.Repo, opts Options) (*Output, error) {
+	c := &compiler{
+		ctx:    ctx,
+		repo:   repo,
+		opts:   opts,
+		hasher: newTreeHasher(repo.Root),
+		nsMemo: map[string]*unitContent{},
+	}
+	return c.run()
+}
+
+type compiler struct {
+	ctx    context.Context
+	repo   *fleet.Repo
+	opts   Options
+	errs   errorCollector
+	warns  errorCollector
+	hasher *treeHasher
+	apps   []*appPlan
+	charts []chartvendor.VendoredChart
+	nsMemo map[string]*unitContent
+	// fleetState: policies, identities and routes (fleetunits.go).
+	fleetState *fleetUnitState
+	// volcano: queues and GlobalJobs (volcano.go).
+	volcano *volcanoState
+}
+
+// appPlan is what the compiler derives once per application and reuses for
+// every cluster.
+type appPlan struct {
+	app  *fleet.Application
+	kind slice.UnitKind
+	// srcDir is the source directory, repo-relative (a kustomization, a
+	// manifests directory or a chart path).
+	srcDir string
+	// resources are the generated kustomization's resources, relative to a
+	// unit directory.
+	resources  []string
+	chartRef   *chartvendor.ChartRef
+	chartDir   string
+	baseValues map[string]any
+	baseVars   bool
+	// policies in precedence order.
+	policies []*policyPlan
+	// inputs are the repo paths the unit's render reads besides its unit
+	// directory; digest covers them.
+	digest string
+	memo   map[string]*unitContent
+	broken bool
+}
+
+type policyPlan struct {
+	index       int
+	policy      *fleet.SyncPolicy
+	specificity int
+	clusters    map[string]bool
+	values      map[string]any
+	usesVars    bool
+	shares      map[string]int64
+}
+
+// unitContent is a unit's generated files, namespace and hash; clusters
+// whose unit would be identical share one.
+type unitContent struct {
+	files     []unitFile
+	namespace string
+	hash      string
+}
+
+type unitFile struct {
+	name string
+	data []byte
+}
+
+func (c *compiler) field(a *fleet.Application, field string, kind error, cluster, format string, args ...any) {
+	c.errs.addf(a.Source.File, a.Source.Line, field, kind, cluster, format, args...)
+}
+
+func (c *compiler) run() (*Output, error) {
+	clusters, err := c.selectClusters()
+	if err != nil {
+		return nil, err
+	}
+	for _, a := range c.repo.Applications {
+		c.apps = append(c.apps, c.planApp(a))
+	}
+	if !c.errs.empty() {
+		return nil, c.errs.list()
+	}
+	if err := c.vendorCharts(); err != nil {
+		return nil, err
+	}
+	if !c.opts.ValidateOnly {
+		for _, p := range c.apps {
+			if err := c.digestApp(p); err != nil {
+				return nil, err
+			}
+		}
+		if !c.errs.empty() {
+			return nil, c.errs.list()
+		}
+	}
+	out := &Output{Charts: c.charts}
+	if len(c.opts.Clusters) > 0 {
+		for _, cl := range clusters {
+			out.Scope = append(out.Scope, cl.Metadata.Name)
+		}
+	}
+	compiled, err := c.compileClusters(clusters)
+	if err != nil {
+		return nil, err
+	}
+	out.Clusters = compiled
+	if !c.errs.empty() {
+		return nil, c.errs.list()
+	}
+	out.Warnings = c.warns.list()
+	return out, nil
+}

@@ -1,0 +1,234 @@
+package plan
+
+import (
+	"context"
+	"fmt"
+
+	"strings"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/flotilla-gitops/flotilla/pkg/slice"
+)
+
+// planner diffs the compiled sides cluster by cluster.
+type planner struct {
+	opts       Options
+	masker     *masker
+	base, head *side
+	caps       map[string]Capabilities
+	notes      noteCollector
+	rendered   int
+}
+
+// unitPair is a unit present on either side of one cluster.
+type unitPair struct {
+	name       string
+	base, head *slice.Unit
+	baseJob    *renderJob
+	headJob    *renderJob
+}
+
+func (pl *planner) run(ctx context.Context, p *Plan) error {
+	names := map[string]bool{}
+	for n := range pl.base.byName {
+		names[n] = true
+	}
+	for n := range pl.head.byName {
+		names[n] = true
+	}
+	clusters := sortedKeys(names)
+
+	// Pair units and decide what must be rendered: a unit whose hash is the
+	// same on both sides renders the same objects (same inputs, same
+	// capabilities), so it is skipped without rendering.
+	pairs := map[string][]*unitPair{}
+	var jobs []*renderJob
+	for _, c := range clusters {
+		var bs, hs []slice.Unit
+		if co := pl.base.byName[c]; co != nil {
+			bs = co.Slice.Units
+		}
+		if co := pl.head.byName[c]; co != nil {
+			hs = co.Slice.Units
+		}
+		byName := map[string]*unitPair{}
+		var order []*unitPair
+		for i := range hs {
+			up := &unitPair{name: hs[i].Name, head: &hs[i]}
+			byName[up.name] = up
+			order = append(order, up)
+		}
+		for i := range bs {
+			if up, ok := byName[bs[i].Name]; ok {
+				up.base = &bs[i]
+				continue
+			}
+			order = append(order, &unitPair{name: bs[i].Name, base: &bs[i]})
+		}
+		p.Stats.UnitsCompared += len(order)
+		for _, up := range order {
+			if up.base != nil && up.head != nil && up.base.Hash == up.head.Hash {
+				continue
+			}
+			if up.base != nil {
+				up.baseJob = &renderJob{side: pl.base, cluster: c, unit: *up.base}
+				jobs = append(jobs, up.baseJob)
+			}
+			if up.head != nil {
+				up.headJob = &renderJob{side: pl.head, cluster: c, unit: *up.head}
+				jobs = append(jobs, up.headJob)
+			}
+		}
+		pairs[c] = order
+	}
+	if err := pl.renderAll(ctx, jobs); err != nil {
+		return err
+	}
+	pl.rendered = len(jobs)
+	p.Stats.UnitsRendered = len(jobs)
+
+	for _, c := range clusters {
+		cp, err := pl.cluster(c, pairs[c], p)
+		if err != nil {
+			return err
+		}
+		if cp == nil {
+			continue
+		}
+		p.Summary.add(cp.Counts)
+		p.Clusters = append(p.Clusters, *cp)
+	}
+	p.Notes = append(p.Notes, pl.notes.notes()...)
+	return nil
+}
+
+// cluster builds one cluster's plan; nil when nothing changes.
+func (pl *planner) cluster(name string, pairs []*unitPair, p *Plan) (*ClusterPlan, error) {
+	cp := &ClusterPlan{Name: name, Change: Changed, Capabilities: pl.caps[name], Units: []UnitPlan{}}
+	_, inBase := pl.base.byName[name]
+	_, inHead := pl.head.byName[name]
+	switch {
+	case !inBase:
+		cp.Change = Added
+	case !inHead:
+		cp.Change = Removed
+		p.Warnings = append(p.Warnings, fmt.Sprintf("cluster %s leaves the fleet repo: its agent finds no slice and keeps what it applied last; nothing is deleted on it.", name))
+	}
+	for _, up := range pairs {
+		u, err := pl.unit(name, up)
+		if err != nil {
+			return nil, err
+		}
+		if u == nil {
+			continue
+		}
+		if u.Error != "" {
+			p.Failed = true
+		}
+		if u.BaseError != "" {
+			p.Warnings = append(p.Warnings, fmt.Sprintf("cluster %s unit %s failed to render at base (%s); its head objects are shown as added.", name, u.Name, u.BaseError))
+		}
+		switch u.Change {
+		case Added:
+			cp.Counts.UnitsAdded++
+		case Removed:
+			cp.Counts.UnitsRemoved++
+		default:
+			cp.Counts.UnitsChanged++
+		}
+		for _, o := range u.Objects {
+			switch o.Change {
+			case Added:
+				cp.Counts.ObjectsAdded++
+			case Removed:
+				cp.Counts.ObjectsRemoved++
+			default:
+				cp.Counts.ObjectsChanged++
+			}
+		}
+		cp.Units = append(cp.Units, *u)
+	}
+	if len(cp.Units) == 0 && cp.Change == Changed {
+		return nil, nil
+	}
+	cp.Counts.Clusters = 1
+	return cp, nil
+}
+
+// unit builds one unit's plan; nil when nothing changes.
+func (pl *planner) unit(cluster string, up *unitPair) (*UnitPlan, error) {
+	u := &UnitPlan{Name: up.name, Objects: []ObjectPlan{}}
+	switch {
+	case up.base == nil:
+		u.Change, u.Kind, u.HeadHash = Added, string(up.head.Kind), up.head.Hash
+	case up.head == nil:
+		u.Change, u.Kind, u.BaseHash = Removed, string(up.base.Kind), up.base.Hash
+	default:
+		u.Change, u.Kind, u.BaseHash, u.HeadHash = Changed, string(up.head.Kind), up.base.Hash, up.head.Hash
+		u.Settings = settingsDiff(up.base, up.head)
+	}
+	if up.baseJob == nil && up.headJob == nil {
+		// Same hash: only settings can differ.
+		if len(u.Settings) == 0 {
+			return nil, nil
+		}
+		return u, nil
+	}
+	var baseObjs, headObjs []*unstructured.Unstructured
+	if j := up.baseJob; j != nil {
+		if j.err != nil {
+			u.BaseError = j.err.Error()
+		}
+		baseObjs = j.objs
+	}
+	if j := up.headJob; j != nil {
+		if j.err != nil {
+			u.Error = j.err.Error()
+			return u, nil
+		}
+		headObjs = j.objs
+	}
+	objs, err := diffObjects(baseObjs, headObjs)
+	if err != nil {
+		return nil, fmt.Errorf("plan: cluster %s unit %s: %w", cluster, up.name, err)
+	}
+	u.Objects = objs
+	pl.notes.observe(cluster, up.name, baseObjs, headObjs)
+	if u.Change == Changed && len(objs) == 0 && len(u.Settings) == 0 && u.BaseError == "" {
+		return nil, nil // new hash, same objects (e.g. a comment changed)
+	}
+	return u, nil
+}
+
+// settingsDiff lists changes of how a unit is applied.
+func settingsDiff(b, h *slice.Unit) []string {
+	var out []string
+	add := func(field string, before, after any) {
+		if fmt.Sprint(before) != fmt.Sprint(after) {
+			out = append(out, fmt.Sprintf("%s: %v → %v", field, orNone(before), orNone(after)))
+		}
+	}
+	add("kind", b.Kind, h.Kind)
+	add("namespace", b.Namespace, h.Namespace)
+	add("dependsOn", strings.Join(b.DependsOn, ","), strings.Join(h.DependsOn, ","))
+	add("prune", b.Prune, h.Prune)
+	add("allowEmpty", b.AllowEmpty, h.AllowEmpty)
+	add("wait", b.Wait, h.Wait)
+	add("timeout", b.Timeout.Duration, h.Timeout.Duration)
+	if b.Helm != nil && h.Helm != nil {
+		add("helm.chart", b.Helm.Chart, h.Helm.Chart)
+		add("helm.releaseName", b.Helm.ReleaseName, h.Helm.ReleaseName)
+	}
+	return out
+}
+
+func orNone(v any) any {
+	if s, ok := v.(string); ok && s == "" {
+		return "(none)"
+	}
+	if s, ok := v.(slice.UnitKind); ok && s == "" {
+		return "(none)"
+	}
+	return v
+}

@@ -1,0 +1,107 @@
+package plan
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/flotilla-gitops/flotilla/pkg/compile"
+	"github.com/flotilla-gitops/flotilla/pkg/render"
+	"github.com/flotilla-gitops/flotilla/pkg/slice"
+)
+
+// renderJob is one unit render on one side.
+type renderJob struct {
+	side    *side
+	cluster string
+	unit    slice.Unit
+	objs    []*unstructured.Unstructured
+	err     error
+}
+
+// renderAll prepares every job's unit directory from the compiled files,
+// then renders them concurrently.
+func (pl *planner) renderAll(ctx context.Context, jobs []*renderJob) error {
+	for _, j := range jobs {
+		if err := writeUnitDir(j.side, j.cluster, j.unit); err != nil {
+			return err
+		}
+	}
+	workers := pl.opts.Workers
+	if workers <= 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	next := make(chan *renderJob)
+	var wg sync.WaitGroup
+	for range min(workers, max(1, len(jobs))) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range next {
+				caps := pl.caps[j.cluster]
+				res, err := render.Unit(ctx, j.side.root, j.unit, render.Options{
+					Capabilities:  render.Capabilities{KubeVersion: caps.KubeVersion, APIVersions: caps.list},
+					Limits:        pl.opts.Limits,
+					HelmInProcess: pl.opts.HelmInProcess,
+				})
+				if err != nil {
+					j.err = err
+					continue
+				}
+				j.objs = make([]*unstructured.Unstructured, len(res.Objects))
+				for i, o := range res.Objects {
+					j.objs[i] = pl.masker.normalize(o)
+				}
+			}
+		}()
+	}
+	for _, j := range jobs {
+		select {
+		case next <- j:
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	close(next)
+	wg.Wait()
+	return ctx.Err()
+}
+
+// writeUnitDir makes the unit directory in a side's copy hold exactly the
+// compiled files: the committed rendered/ may be stale or missing.
+func writeUnitDir(s *side, cluster string, u slice.Unit) error {
+	if !filepath.IsLocal(filepath.FromSlash(u.Path)) {
+		return fmt.Errorf("plan: unit path %q: %w", u.Path, compile.ErrUnsafePath)
+	}
+	dir := filepath.Join(s.root, filepath.FromSlash(u.Path))
+	if err := os.RemoveAll(dir); err != nil {
+		return fmt.Errorf("plan: %w", err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("plan: %w", err)
+	}
+	co := s.byName[cluster]
+	prefix := u.Path + "/"
+	i := sort.Search(len(co.Files), func(i int) bool { return co.Files[i].Path >= prefix })
+	for ; i < len(co.Files) && strings.HasPrefix(co.Files[i].Path, prefix); i++ {
+		f := co.Files[i]
+		rel := strings.TrimPrefix(f.Path, prefix)
+		target := filepath.Join(dir, filepath.FromSlash(rel))
+		if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
+			return fmt.Errorf("plan: %w", err)
+		}
+		if err := os.WriteFile(target, f.Data, 0o644); err != nil {
+			return fmt.Errorf("plan: %w", err)
+		}
+	}
+	return nil
+}
