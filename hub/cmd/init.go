@@ -58,7 +58,7 @@ func runInit(c *cobra.Command, dir string, o *initOptions) error {
 		return err
 	}
 	out := c.OutOrStdout()
-	fmt.Fprintf(out, "Created a fleet repo in %s (%d files).\n", dir, len(res.Files))
+	fmt.Fprintf(out, "Created a fleet repo in %s (%s).\n", dir, plural(len(res.Files), "file", "files"))
 	if res.Commit != "" {
 		fmt.Fprintf(out, "Committed them on branch %s as %s.\n", o.branch, shortHash(res.Commit))
 	}

@@ -109,7 +109,7 @@ func runPlan(ctx context.Context, stdout, stderr io.Writer, o *planOptions) erro
 			for _, e := range list {
 				fmt.Fprintln(stderr, e.Error())
 			}
-			fmt.Fprintf(stderr, "%d problems found\n", len(list))
+			fmt.Fprintf(stderr, "%s found\n", plural(len(list), "problem", "problems"))
 			return exitError{code: ExitError}
 		}
 		return err

@@ -195,13 +195,13 @@ func runRender(ctx context.Context, stdout, stderr io.Writer, o *renderOptions) 
 }
 
 func printRenderText(w io.Writer, sum *renderSummary, ch *slice.Changes) {
-	what := fmt.Sprintf("%d clusters, %d units", sum.Clusters, sum.Units)
+	what := plural(sum.Clusters, "cluster", "clusters") + ", " + plural(sum.Units, "unit", "units")
 	switch {
 	case sum.Check && ch.Empty():
 		fmt.Fprintf(w, "rendered/ is up to date (%s)\n", what)
 	case sum.Check:
 		n := len(ch.Added) + len(ch.Changed) + len(ch.Removed)
-		fmt.Fprintf(w, "rendered/ is stale: %d files differ from a fresh render (%s); run `flotilla render` and commit the result:\n", n, what)
+		fmt.Fprintf(w, "rendered/ is stale: %s from a fresh render (%s); run `flotilla render` and commit the result:\n", plural(n, "file differs", "files differ"), what)
 		for _, p := range ch.Added {
 			fmt.Fprintf(w, "  missing  %s\n", p)
 		}
@@ -214,8 +214,8 @@ func printRenderText(w io.Writer, sum *renderSummary, ch *slice.Changes) {
 	case ch.Empty():
 		fmt.Fprintf(w, "rendered %s: nothing changed\n", what)
 	default:
-		fmt.Fprintf(w, "rendered %s: %d files added, %d changed, %d removed\n",
-			what, len(ch.Added), len(ch.Changed), len(ch.Removed))
+		fmt.Fprintf(w, "rendered %s: %s added, %d changed, %d removed\n",
+			what, plural(len(ch.Added), "file", "files"), len(ch.Changed), len(ch.Removed))
 	}
 }
 
@@ -246,7 +246,7 @@ func reportInputErrors(stdout, stderr io.Writer, format string, sum any, err err
 	for _, e := range list {
 		fmt.Fprintln(stderr, e.Error())
 	}
-	fmt.Fprintf(stderr, "%d problems found\n", len(list))
+	fmt.Fprintf(stderr, "%s found\n", plural(len(list), "problem", "problems"))
 	return exitError{code: ExitError}
 }
 

@@ -83,7 +83,7 @@ func runValidate(ctx context.Context, stdout, stderr io.Writer, o *validateOptio
 	if o.output == "json" {
 		return writeJSON(stdout, sum)
 	}
-	_, err = fmt.Fprintf(stdout, "fleet repo is valid: %d clusters, %d fleets, %d applications\n",
-		sum.Clusters, sum.Fleets, sum.Applications)
+	_, err = fmt.Fprintf(stdout, "fleet repo is valid: %s, %s, %s\n",
+		plural(sum.Clusters, "cluster", "clusters"), plural(sum.Fleets, "fleet", "fleets"), plural(sum.Applications, "application", "applications"))
 	return err
 }

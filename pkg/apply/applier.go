@@ -494,7 +494,7 @@ func (a *Applier) applyStages(ctx context.Context, u UnitRequest, toApply []*wor
 			if stage != stageResources && len(written) > 0 {
 				err := a.rm.WaitForSetWithContext(ctx, written, ssa.WaitOptions{Interval: a.opts.PollInterval, Timeout: a.timeout(u.Timeout)})
 				if err != nil {
-					return fmt.Errorf("%w: waiting for %d cluster definitions: %w", ErrHealthTimeout, len(written), err)
+					return fmt.Errorf("%w: waiting for %s: %w", ErrHealthTimeout, plural(len(written), "cluster definition", "cluster definitions"), err)
 				}
 			}
 		}

@@ -107,7 +107,7 @@ func parseDocument(file string, data []byte) *document {
 		return d
 	}
 	if content.Kind != yaml.MappingNode {
-		d.add(content.Line, "", ErrInvalidValue, "the document must be a mapping, not a %s", nodeKindName(content))
+		d.add(content.Line, "", ErrInvalidValue, "the document must be a mapping, not %s", withArticle(nodeKindName(content)))
 		return d
 	}
 	d.root = content

@@ -83,7 +83,7 @@ func (c *converter) node(n *yaml.Node, path string, depth int) error {
 		for i, p := range c.d.mappingPairs(n, path) {
 			k := deref(p.keyN)
 			if k.Kind != yaml.ScalarNode {
-				c.d.add(k.Line, path, ErrSyntax, "a mapping key must be a scalar, not a %s", nodeKindName(k))
+				c.d.add(k.Line, path, ErrSyntax, "a mapping key must be a scalar, not %s", withArticle(nodeKindName(k)))
 				return errTooLarge
 			}
 			if i > 0 {

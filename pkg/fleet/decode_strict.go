@@ -117,7 +117,7 @@ func nodeValueName(n *yaml.Node) string {
 		}
 		return "a scalar"
 	}
-	return "a " + nodeKindName(n)
+	return withArticle(nodeKindName(n))
 }
 
 func typeName(t reflect.Type) string {

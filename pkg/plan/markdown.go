@@ -62,7 +62,7 @@ func Markdown(p *Plan, maxBytes int) string {
 			shownRows++
 		}
 		if shownRows < len(p.Clusters) {
-			fmt.Fprintf(&b, "| … and %d more clusters | | |\n", len(p.Clusters)-shownRows)
+			fmt.Fprintf(&b, "| … and %s | | |\n", plural(len(p.Clusters)-shownRows, "more cluster", "more clusters"))
 		}
 	}
 
@@ -96,7 +96,7 @@ func Markdown(p *Plan, maxBytes int) string {
 			parts = append(parts, fmt.Sprintf("%s not shown", plural(omitted, "cluster", "clusters")))
 		}
 		if shownRows < len(p.Clusters) {
-			parts = append(parts, fmt.Sprintf("%d table rows left out", len(p.Clusters)-shownRows))
+			parts = append(parts, plural(len(p.Clusters)-shownRows, "table row", "table rows")+" left out")
 		}
 		b.WriteString(strings.Join(parts, ", "))
 		b.WriteString(". Run `flotilla plan` locally, or read the CI job's log, for the whole plan.\n")

@@ -175,7 +175,7 @@ func (n *noteCollector) notes() []string {
 		parts := make([]string, 0, min(len(clusters), maxNoteClusters)+1)
 		for i, c := range clusters {
 			if i == maxNoteClusters {
-				parts = append(parts, fmt.Sprintf("and %d more clusters", len(clusters)-i))
+				parts = append(parts, "and "+plural(len(clusters)-i, "more cluster", "more clusters"))
 				break
 			}
 			ch := r.changes[c]

@@ -81,7 +81,7 @@ func writeYAML(w io.Writer, v any) error {
 }
 
 func summaryLine(v *FleetView) string {
-	parts := []string{fmt.Sprintf("%d clusters", len(v.Clusters))}
+	parts := []string{plural(len(v.Clusters), "cluster", "clusters")}
 	for _, s := range AllStates {
 		if n := v.Summary[s]; n > 0 {
 			parts = append(parts, fmt.Sprintf("%d %s", n, s))
@@ -256,7 +256,7 @@ func rolloutIcon(s RolloutState) string {
 }
 
 func rolloutSummary(r *RolloutView) string {
-	parts := []string{fmt.Sprintf("%d clusters", len(r.Clusters))}
+	parts := []string{plural(len(r.Clusters), "cluster", "clusters")}
 	for _, s := range AllRolloutStates {
 		if n := r.Summary[s]; n > 0 {
 			parts = append(parts, fmt.Sprintf("%d %s", n, s))

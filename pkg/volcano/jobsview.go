@@ -146,7 +146,7 @@ func summary(v *JobsView) string {
 		phases = append(phases, p)
 	}
 	sort.Strings(phases)
-	parts := []string{fmt.Sprintf("%d jobs", len(v.Jobs))}
+	parts := []string{plural(len(v.Jobs), "job", "jobs")}
 	for _, p := range phases {
 		parts = append(parts, fmt.Sprintf("%d %s", v.Summary[p], p))
 	}

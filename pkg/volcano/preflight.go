@@ -100,7 +100,7 @@ func Preflight(gang []placement.GangPod, nodes []NodeInfo, queue *QueueInfo) Pre
 	}
 	if queue != nil {
 		if msg := queueShortfall(total, queue.Capability, nil); msg != "" {
-			return PreflightResult{Unschedulable, fmt.Sprintf("gang of %d pods %s; queue %s capability is %s", len(gang), msg, queue.Name, shortfallHave(total, queue.Capability, nil))}
+			return PreflightResult{Unschedulable, fmt.Sprintf("gang of %s %s; queue %s capability is %s", plural(len(gang), "pod", "pods"), msg, queue.Name, shortfallHave(total, queue.Capability, nil))}
 		}
 	}
 	for i, p := range pods {
@@ -201,13 +201,13 @@ func aggregateShortfall(total corev1.ResourceList, pods int, nodes []NodeInfo, e
 	}
 	if _, limited := sum[corev1.ResourcePods]; limited {
 		if got := sum[corev1.ResourcePods]; got.CmpInt64(int64(pods)) < 0 {
-			short = append(short, fmt.Sprintf("needs %d pods, %s room for %s", pods, have, got.String()))
+			short = append(short, fmt.Sprintf("needs %s, %s room for %s", plural(pods, "pod", "pods"), have, got.String()))
 		}
 	}
 	if len(short) == 0 {
 		return ""
 	}
-	return fmt.Sprintf("gang of %d pods %s", pods, strings.Join(short, "; "))
+	return fmt.Sprintf("gang of %s %s", plural(pods, "pod", "pods"), strings.Join(short, "; "))
 }
 
 // queueShortfall describes the resources of total that exceed

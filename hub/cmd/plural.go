@@ -1,0 +1,12 @@
+package cmd
+
+import "fmt"
+
+// plural is "1 cluster" or "2 clusters": counts in messages must agree
+// with their noun.
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return fmt.Sprintf("%d %s", n, one)
+	}
+	return fmt.Sprintf("%d %s", n, many)
+}
