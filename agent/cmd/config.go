@@ -75,7 +75,7 @@ type options struct {
 	volcanoRetention time.Duration
 
 	// verify is spec.verify of the --config file (commit signature
-	// verification, issue 6).
+	// verification, pkg/verify).
 	verify *sourcev1.GitRepositoryVerification
 	// verifyOpts are the --verify-* flags (verify.go).
 	verifyOpts verifyOptions
