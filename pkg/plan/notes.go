@@ -28,6 +28,7 @@ type replicaNote struct {
 	changes map[string][2]int64 // cluster → before, after (0 when absent)
 	// scaled: some cluster had the workload on both sides with another
 	// count. Without it the note would only repeat an addition or removal.
+	// A note also needs two clusters in changes: it tells of a move.
 	scaled bool
 }
 
@@ -168,7 +169,9 @@ func replicaLabel(unit string, o *unstructured.Unstructured) string {
 func (n *noteCollector) notes() []string {
 	var reps []string
 	for _, r := range n.replicas {
-		if !r.scaled {
+		// One cluster's count changing is a scale, shown by its diff; a
+		// move takes at least two clusters.
+		if !r.scaled || len(r.changes) < 2 {
 			continue
 		}
 		clusters := sortedKeys(r.changes)
