@@ -351,7 +351,7 @@ func inSync(ctx context.Context, d *fleetData, name string, doc *ClusterStatus, 
 		return StateBehind, fmt.Sprintf("applied %s; its slice changed since", shortRevision(doc.AppliedRevision))
 	}
 	if cv.UnitsReady < cv.UnitsTotal {
-		return StateBehind, fmt.Sprintf("%d of %d units not ready", cv.UnitsTotal-cv.UnitsReady, cv.UnitsTotal)
+		return StateBehind, fmt.Sprintf("%d of %s not ready", cv.UnitsTotal-cv.UnitsReady, plural(cv.UnitsTotal, "unit", "units"))
 	}
 	return StateInSync, ""
 }
