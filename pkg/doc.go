@@ -4,7 +4,7 @@
 //   - Shared by the hub and the agent: slice (the contract between them),
 //     render (Kustomize and Helm rendering, so a plan is what gets applied),
 //     gitrepo (the only importer of go-git), status (the status document and
-//     its writer), placement (gang arithmetic), verify, version.
+//     its writer), placement (gang arithmetic), plural, verify, version.
 //   - Agent only: apply (server-side apply, inventory, prune, health) and
 //     volcano (jobs and queues in the cluster).
 //   - Hub only: fleet (the fleet repo model), compile (fleet repo to

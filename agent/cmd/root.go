@@ -27,6 +27,13 @@ server-side apply, prunes what left it and waits for health, in dependency
 order. Unchanged units cost no API writes; objects changed in the cluster are
 restored, also while Git is unreachable (from the cached checkout).
 
+Between cycles it polls Git every --poll-interval, if shorter. While Git
+fails, those polls back off so a fleet of agents does not hammer a Git server
+that is down: the wait doubles with each consecutive failure (randomised
+between half and all of it), from twice --poll-interval up to --interval, and
+resets after a successful poll. Cycles, with their own fetch, still run every
+--interval.
+
 Configuration comes from flags, from FLOTILLA_<FLAG> environment variables
 (e.g. FLOTILLA_CLUSTER_NAME, FLOTILLA_REPO_URL), or from --config: a Flux
 GitRepository object whose spec.url, spec.ref.branch, spec.interval,

@@ -8,7 +8,7 @@
 //     moved). When Git is unreachable the cycle goes on with the cached
 //     checkout (Source.LastGood), so drift is still corrected offline.
 //  2. verify: the revision must be the configured branch's, then the
-//     Verifier (commit signatures, issue 6) decides. A refused commit
+//     Verifier (commit signatures, pkg/verify) decides. A refused commit
 //     changes nothing: the cycle reconciles the last accepted revision.
 //  3. slice: slice.Read of rendered/<bucket>/<cluster>/slice.yaml. An
 //     unreadable slice also falls back to the last accepted revision; with

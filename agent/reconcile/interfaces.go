@@ -28,7 +28,7 @@ type Applier interface {
 }
 
 // Verifier decides whether a fetched commit may be applied; commit
-// signature verification (issue 6) plugs in here. The loop has already
+// signature verification (pkg/verify) plugs in here. The loop has already
 // checked that head is the configured branch's. An error refuses the
 // commit: the loop keeps reconciling the last accepted revision and puts
 // the error in status (reason VerificationFailed). The returned

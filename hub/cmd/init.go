@@ -7,6 +7,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/flotilla-gitops/flotilla/pkg/bootstrap"
+
+	"github.com/flotilla-gitops/flotilla/pkg/plural"
 )
 
 type initOptions struct {
@@ -21,8 +23,9 @@ func newInitCommand() *cobra.Command {
 		Use:   "init DIR",
 		Short: "Create a fleet repo from the Flotilla template",
 		Long: `init writes a ready fleet repo into DIR: three example clusters (member1,
-member2, edge-1), four fleets, seven applications with their sources, the
-vendored charts and the rendered slices, plus a README explaining the layout.
+member2, edge-1), five fleets, eight applications with their sources, a canary
+route, an admission policy, the vendored charts and the rendered slices, plus
+a README explaining the layout, CI definitions and a CODEOWNERS example.
 The template is built into this binary, so init works offline.
 
 DIR is created if it does not exist. A directory that already holds
@@ -58,7 +61,7 @@ func runInit(c *cobra.Command, dir string, o *initOptions) error {
 		return err
 	}
 	out := c.OutOrStdout()
-	fmt.Fprintf(out, "Created a fleet repo in %s (%d files).\n", dir, len(res.Files))
+	fmt.Fprintf(out, "Created a fleet repo in %s (%s).\n", dir, plural.Count(len(res.Files), "file", "files"))
 	if res.Commit != "" {
 		fmt.Fprintf(out, "Committed them on branch %s as %s.\n", o.branch, shortHash(res.Commit))
 	}

@@ -11,6 +11,8 @@ import (
 
 	"github.com/flotilla-gitops/flotilla/pkg/fleet"
 	"github.com/flotilla-gitops/flotilla/pkg/plan"
+
+	"github.com/flotilla-gitops/flotilla/pkg/plural"
 )
 
 type planOptions struct {
@@ -115,7 +117,7 @@ func runPlan(ctx context.Context, stdout, stderr io.Writer, o *planOptions) erro
 			for _, e := range list {
 				fmt.Fprintln(stderr, e.Error())
 			}
-			fmt.Fprintf(stderr, "%d problems found\n", len(list))
+			fmt.Fprintf(stderr, "%s found\n", plural.Count(len(list), "problem", "problems"))
 			return exitError{code: ExitError}
 		}
 		return err

@@ -14,6 +14,8 @@ import (
 
 	"github.com/flotilla-gitops/flotilla/pkg/compile"
 	"github.com/flotilla-gitops/flotilla/pkg/fleet"
+
+	"github.com/flotilla-gitops/flotilla/pkg/plural"
 )
 
 // progressEvery is how often (in clusters) render reports progress.
@@ -192,13 +194,13 @@ func runRender(ctx context.Context, stdout, stderr io.Writer, o *renderOptions) 
 }
 
 func printRenderText(w io.Writer, sum *renderSummary, ch *compile.Changes) {
-	what := fmt.Sprintf("%d clusters, %d units", sum.Clusters, sum.Units)
+	what := plural.Count(sum.Clusters, "cluster", "clusters") + ", " + plural.Count(sum.Units, "unit", "units")
 	switch {
 	case sum.Check && ch.Empty():
 		fmt.Fprintf(w, "rendered/ is up to date (%s)\n", what)
 	case sum.Check:
 		n := len(ch.Added) + len(ch.Changed) + len(ch.Removed)
-		fmt.Fprintf(w, "rendered/ is stale: %d files differ from a fresh render (%s); run `flotilla render` and commit the result:\n", n, what)
+		fmt.Fprintf(w, "rendered/ is stale: %s from a fresh render (%s); run `flotilla render` and commit the result:\n", plural.Count(n, "file differs", "files differ"), what)
 		for _, p := range ch.Added {
 			fmt.Fprintf(w, "  missing  %s\n", p)
 		}
@@ -211,8 +213,8 @@ func printRenderText(w io.Writer, sum *renderSummary, ch *compile.Changes) {
 	case ch.Empty():
 		fmt.Fprintf(w, "rendered %s: nothing changed\n", what)
 	default:
-		fmt.Fprintf(w, "rendered %s: %d files added, %d changed, %d removed\n",
-			what, len(ch.Added), len(ch.Changed), len(ch.Removed))
+		fmt.Fprintf(w, "rendered %s: %s added, %d changed, %d removed\n",
+			what, plural.Count(len(ch.Added), "file", "files"), len(ch.Changed), len(ch.Removed))
 	}
 }
 
@@ -243,7 +245,7 @@ func reportInputErrors(stdout, stderr io.Writer, format string, sum any, err err
 	for _, e := range list {
 		fmt.Fprintln(stderr, e.Error())
 	}
-	fmt.Fprintf(stderr, "%d problems found\n", len(list))
+	fmt.Fprintf(stderr, "%s found\n", plural.Count(len(list), "problem", "problems"))
 	return exitError{code: ExitError}
 }
 

@@ -179,7 +179,7 @@ func TestRenderCompileError(t *testing.T) {
 	if code != ExitError {
 		t.Fatalf("exit %d, want %d\n%s", code, ExitError, stderr)
 	}
-	want := "apps/frontend-web/app.yaml:1: spec.dependsOn[0]: reference to a missing object: frontend-web depends on backend-api, which is not deployed to the same cluster (cluster edge-1)"
+	want := "apps/frontend-web/app.yaml:11: spec.dependsOn[0]: reference to a missing object: frontend-web depends on backend-api, which is not deployed to the same cluster (cluster edge-1)"
 	if !strings.Contains(stderr, want) {
 		t.Errorf("stderr lacks %q:\n%s", want, stderr)
 	}

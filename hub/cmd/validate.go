@@ -9,6 +9,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/flotilla-gitops/flotilla/pkg/compile"
+
+	"github.com/flotilla-gitops/flotilla/pkg/plural"
 )
 
 type validateOptions struct {
@@ -83,7 +85,7 @@ func runValidate(ctx context.Context, stdout, stderr io.Writer, o *validateOptio
 	if o.output == "json" {
 		return writeJSON(stdout, sum)
 	}
-	_, err = fmt.Fprintf(stdout, "fleet repo is valid: %d clusters, %d fleets, %d applications\n",
-		sum.Clusters, sum.Fleets, sum.Applications)
+	_, err = fmt.Fprintf(stdout, "fleet repo is valid: %s, %s, %s\n",
+		plural.Count(sum.Clusters, "cluster", "clusters"), plural.Count(sum.Fleets, "fleet", "fleets"), plural.Count(sum.Applications, "application", "applications"))
 	return err
 }

@@ -20,6 +20,8 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+
+	"github.com/flotilla-gitops/flotilla/pkg/plural"
 )
 
 // Options configure an Applier. Client QPS and burst are the caller's, on
@@ -494,7 +496,7 @@ func (a *Applier) applyStages(ctx context.Context, u UnitRequest, toApply []*wor
 			if stage != stageResources && len(written) > 0 {
 				err := a.rm.WaitForSetWithContext(ctx, written, ssa.WaitOptions{Interval: a.opts.PollInterval, Timeout: a.timeout(u.Timeout)})
 				if err != nil {
-					return fmt.Errorf("%w: waiting for %d cluster definitions: %w", ErrHealthTimeout, len(written), err)
+					return fmt.Errorf("%w: waiting for %s: %w", ErrHealthTimeout, plural.Count(len(written), "cluster definition", "cluster definitions"), err)
 				}
 			}
 		}

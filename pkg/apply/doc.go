@@ -59,10 +59,11 @@
 // over many units, from an Observation (one paginated metadata-only List per
 // kind, see Observe). An unchanged unit with no drift therefore makes no
 // mutating request (WriteCounter measures this); drifted objects are
-// re-applied and counted in UnitResult.DriftCorrected. Measured over 1,000
-// unchanged units of 4 objects (test/bench), Flux's check (a GET and a
-// server-side dry-run per object) costs about 28 CPU-seconds across client,
-// API server and etcd; metadata GETs about 6; an Observation under 1.
+// re-applied and counted in UnitResult.DriftCorrected. Metadata reads are
+// used rather than Flux's check (a GET and a server-side dry-run per
+// object) because the dry-runs dominate the API server's and etcd's CPU on
+// every cycle of an unchanged cluster; the apply benchmark's figures are in
+// test/results/bench-agent.txt.
 // Secrets are never content-hashed (their data must not leave the cluster
 // in any form); they count as unchanged while the unit hash is.
 //

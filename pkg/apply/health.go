@@ -14,6 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/flotilla-gitops/flotilla/pkg/plural"
 )
 
 // target is an object to check, with the version to read it at.
@@ -80,8 +82,8 @@ func (a *Applier) waitReady(ctx context.Context, targets []target, timeout time.
 	if len(shown) > 5 {
 		shown = append(shown[:5:5], fmt.Sprintf("and %d more", len(notReady)-5))
 	}
-	return false, notReady, fmt.Errorf("%w: %d of %d objects not ready after %s: %s",
-		class, len(notReady), len(targets), time.Since(start).Round(time.Second), strings.Join(shown, "; "))
+	return false, notReady, fmt.Errorf("%w: %d of %s not ready after %s: %s",
+		class, len(notReady), plural.Count(len(targets), "object", "objects"), time.Since(start).Round(time.Second), strings.Join(shown, "; "))
 }
 
 // statuses computes each target's kstatus once, returning the ones not

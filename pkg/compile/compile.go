@@ -166,7 +166,7 @@ type unitFile struct {
 }
 
 func (c *compiler) field(a *fleet.Application, field string, kind error, cluster, format string, args ...any) {
-	c.errs.addf(a.Source.File, a.Source.Line, field, kind, cluster, format, args...)
+	c.errs.addf(a.Source.File, a.Line(field), field, kind, cluster, format, args...)
 }
 
 func (c *compiler) run() (*Output, error) {

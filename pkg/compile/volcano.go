@@ -209,7 +209,7 @@ func (c *compiler) bestFit(p *jobPlan, dest []*fleet.Cluster) (string, bool) {
 	}
 	switch {
 	case errors.Is(err, placement.ErrNoCapacity):
-		c.jobError(j, "spec.placement", err, "none of its %d destination clusters has reported capacity in status or declares spec.capacity", len(dest))
+		c.jobError(j, "spec.placement", err, "no destination cluster (of %d) has reported capacity in status or declares spec.capacity", len(dest))
 	default:
 		c.jobError(j, "spec.placement", placement.ErrNoFit, "%v", err)
 	}

@@ -80,9 +80,11 @@ func (d *document) fieldLines(path string) FieldLines {
 }
 
 // recordLines keeps the lines generators need after loading: every field
-// of a route or policy, and a fleet's workload identities.
+// of an application, route or policy, and a fleet's workload identities.
 func recordLines(d *document, obj any) {
 	switch o := obj.(type) {
+	case *Application:
+		o.Lines = d.fieldLines("")
 	case *TrafficRoute:
 		o.Lines = d.fieldLines("")
 	case *FleetPolicy:

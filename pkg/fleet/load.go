@@ -221,7 +221,7 @@ func decodeDocument(file string, data []byte, kind, name string) (d *document, o
 		d.errorf("kind", ErrRequired, "must be %s here", kind)
 		headerOK = false
 	case gotKind != kind:
-		d.errorf("kind", ErrInvalidValue, "a file in %s/ must be a %s, not %q", strings.SplitN(file, "/", 2)[0], kind, gotKind)
+		d.errorf("kind", ErrInvalidValue, "a file in %s/ must be %s, not %q", strings.SplitN(file, "/", 2)[0], withArticle(kind), gotKind)
 		headerOK = false
 	}
 	if !headerOK {

@@ -238,6 +238,13 @@ func TestLoadErrors(t *testing.T) {
 			detail:  "must be a Cluster",
 		},
 		{
+			name:    "wrong kind, article",
+			changes: map[string]string{"apps/web/app.yaml": "apiVersion: flotilla.dev/v1alpha1\nkind: Fleet\nmetadata:\n  name: web\n"},
+			want:    "apps/web/app.yaml:2: kind",
+			class:   ErrInvalidValue,
+			detail:  "must be an Application, not",
+		},
+		{
 			name:    "name does not match file",
 			changes: map[string]string{"fleets/prod.yaml": strings.Replace(baseRepo()["fleets/prod.yaml"], "name: prod", "name: production", 1)},
 			want:    "fleets/prod.yaml:4: metadata.name",

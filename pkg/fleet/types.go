@@ -120,6 +120,18 @@ type Application struct {
 	Metadata ObjectMeta      `json:"metadata"`
 	Spec     ApplicationSpec `json:"spec"`
 	Source   Source          `json:"-"`
+	// Lines locates every field, so problems only the compiler finds (a
+	// dependsOn entry not deployed to the same cluster) name their line.
+	Lines FieldLines `json:"-"`
+}
+
+// Line returns the line of field in the application's file, or of the
+// document when the field's line is unknown (an Application built in code).
+func (a *Application) Line(field string) int {
+	if n := a.Lines.Line(field); n > 0 {
+		return n
+	}
+	return a.Source.Line
 }
 
 // ApplicationSpec is one source, how to reconcile it, and where it goes.

@@ -3,6 +3,8 @@ package fleet
 import (
 	"fmt"
 	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation"
 )
 
 // jobDefaultQueue is the queue Volcano creates on every cluster.
@@ -65,4 +67,60 @@ func clusterList(names []string) string {
 		return word + strings.Join(names, ", ")
 	}
 	return word + strings.Join(names[:shown], ", ") + fmt.Sprintf(" and %d more", len(names)-shown)
+}
+
+func (v *validator) globalJob(j *GlobalJob) {
+	d := v.docs[j]
+	v.meta(d, j.Metadata)
+	if a := v.r.Application(jobUnitPrefix + j.Metadata.Name); a != nil {
+		d.errorf("metadata.name", ErrDuplicate, "its unit %s%s would collide with application %s (%s)", jobUnitPrefix, j.Metadata.Name, a.Metadata.Name, a.Source.File)
+	}
+	if ns := j.Spec.Namespace; ns != "" {
+		dnsLabel(d, "spec.namespace", ns)
+	}
+	p := j.Spec.Placement
+	clusters, ok := v.destination(d, "spec.placement.destination", p.Destination)
+	switch p.Type {
+	case "":
+		d.errorf("spec.placement.type", ErrRequired, "%s or %s", GlobalJobPlacementDivided, GlobalJobPlacementBestFit)
+	case GlobalJobPlacementDivided:
+		v.weights(d, "spec.placement.staticWeightList", p.StaticWeightList, clusters, ok)
+	case GlobalJobPlacementBestFit:
+		if len(p.StaticWeightList) > 0 {
+			d.errorf("spec.placement.staticWeightList", ErrInvalidValue, "weights apply to %s placement only", GlobalJobPlacementDivided)
+		}
+	default:
+		d.errorf("spec.placement.type", ErrInvalidValue, "%q is not %s or %s", p.Type, GlobalJobPlacementDivided, GlobalJobPlacementBestFit)
+	}
+	t := j.Spec.Template
+	if len(t.Tasks) == 0 {
+		d.errorf("spec.template.tasks", ErrRequired, "a job needs at least one task")
+	}
+	if q := t.Queue; q != "" {
+		if errs := validation.IsDNS1123Subdomain(q); len(errs) > 0 {
+			d.errorf("spec.template.queue", ErrInvalidValue, "%q is not a valid queue name: %s", q, strings.Join(errs, "; "))
+		}
+	}
+	total := int64(0)
+	names := map[string]int{}
+	for i, task := range t.Tasks {
+		f := indexPath("spec.template.tasks", i)
+		if task.Name != "" {
+			dnsLabel(d, f+".name", task.Name)
+			if k, dup := names[task.Name]; dup {
+				d.errorf(f+".name", ErrDuplicate, "task %q is already declared at spec.template.tasks[%d]", task.Name, k)
+			}
+			names[task.Name] = i
+		}
+		if task.Replicas <= 0 {
+			d.errorf(f+".replicas", ErrInvalidValue, "%d must be positive", task.Replicas)
+		}
+		total += int64(task.Replicas)
+		if m := task.MinAvailable; m != nil && (*m < 0 || *m > task.Replicas) {
+			d.errorf(f+".minAvailable", ErrInvalidValue, "%d must be between 0 and the task's %d replicas", *m, task.Replicas)
+		}
+	}
+	if m := t.MinAvailable; m < 0 || int64(m) > total {
+		d.errorf("spec.template.minAvailable", ErrInvalidValue, "%d must be between 0 and the job's %d replicas", m, total)
+	}
 }

@@ -13,6 +13,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/flotilla-gitops/flotilla/pkg/status"
+
+	"github.com/flotilla-gitops/flotilla/pkg/plural"
 )
 
 // JobsView is the fleet's Volcano jobs as the agents report them:
@@ -146,7 +148,7 @@ func summary(v *JobsView) string {
 		phases = append(phases, p)
 	}
 	sort.Strings(phases)
-	parts := []string{fmt.Sprintf("%d jobs", len(v.Jobs))}
+	parts := []string{plural.Count(len(v.Jobs), "job", "jobs")}
 	for _, p := range phases {
 		parts = append(parts, fmt.Sprintf("%d %s", v.Summary[p], p))
 	}

@@ -13,6 +13,8 @@ import (
 
 	"gopkg.in/yaml.v3"
 	"k8s.io/apimachinery/pkg/util/duration"
+
+	"github.com/flotilla-gitops/flotilla/pkg/plural"
 )
 
 // Output formats of WriteFleet and WriteRollout.
@@ -92,7 +94,7 @@ func blockStyle(n *yaml.Node) {
 }
 
 func summaryLine(v *View) string {
-	parts := []string{fmt.Sprintf("%d clusters", len(v.Clusters))}
+	parts := []string{plural.Count(len(v.Clusters), "cluster", "clusters")}
 	for _, s := range AllStates {
 		if n := v.Summary[s]; n > 0 {
 			parts = append(parts, fmt.Sprintf("%d %s", n, s))
@@ -267,7 +269,7 @@ func rolloutIcon(s RolloutState) string {
 }
 
 func rolloutSummary(r *RolloutView) string {
-	parts := []string{fmt.Sprintf("%d clusters", len(r.Clusters))}
+	parts := []string{plural.Count(len(r.Clusters), "cluster", "clusters")}
 	for _, s := range AllRolloutStates {
 		if n := r.Summary[s]; n > 0 {
 			parts = append(parts, fmt.Sprintf("%d %s", n, s))

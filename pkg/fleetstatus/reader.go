@@ -14,6 +14,8 @@ import (
 
 	"github.com/flotilla-gitops/flotilla/pkg/fleet"
 	"github.com/flotilla-gitops/flotilla/pkg/slice"
+
+	"github.com/flotilla-gitops/flotilla/pkg/plural"
 )
 
 // State is a cluster's state in the fleet view.
@@ -352,7 +354,7 @@ func inSync(ctx context.Context, d *fleetData, name string, doc *status.ClusterS
 		return StateBehind, fmt.Sprintf("applied %s; its slice changed since", status.ShortRevision(doc.AppliedRevision))
 	}
 	if cv.UnitsReady < cv.UnitsTotal {
-		return StateBehind, fmt.Sprintf("%d of %d units not ready", cv.UnitsTotal-cv.UnitsReady, cv.UnitsTotal)
+		return StateBehind, fmt.Sprintf("%d of %s not ready", cv.UnitsTotal-cv.UnitsReady, plural.Count(cv.UnitsTotal, "unit", "units"))
 	}
 	return StateInSync, ""
 }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/flotilla-gitops/flotilla/pkg/plural"
 )
 
 // Output formats.
@@ -60,13 +62,6 @@ func sideLabel(r Revision) string {
 func countsLine(c Counts) string {
 	return fmt.Sprintf("units +%d −%d ~%d, objects +%d −%d ~%d",
 		c.UnitsAdded, c.UnitsRemoved, c.UnitsChanged, c.ObjectsAdded, c.ObjectsRemoved, c.ObjectsChanged)
-}
-
-func plural(n int, one, many string) string {
-	if n == 1 {
-		return fmt.Sprintf("%d %s", n, one)
-	}
-	return fmt.Sprintf("%d %s", n, many)
 }
 
 func changeMark(c Change) string {
@@ -129,7 +124,7 @@ func WriteText(w io.Writer, p *Plan, color bool) error {
 	if p.Empty() {
 		fmt.Fprintln(bw, "No changes: every cluster gets the same objects.")
 	} else {
-		fmt.Fprintf(bw, "%s change: %s\n", plural(p.Summary.Clusters, "cluster", "clusters"), countsLine(p.Summary))
+		fmt.Fprintf(bw, "%s change: %s\n", plural.Count(p.Summary.Clusters, "cluster", "clusters"), countsLine(p.Summary))
 	}
 	if len(p.Notes) > 0 {
 		fmt.Fprintln(bw, "\nMoves between clusters:")

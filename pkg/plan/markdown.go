@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"html"
 	"strings"
+
+	"github.com/flotilla-gitops/flotilla/pkg/plural"
 )
 
 // MarkdownMarker starts every Markdown plan, so a CI step can find and
@@ -30,7 +32,7 @@ func Markdown(p *Plan, maxBytes int) string {
 	if p.Empty() {
 		b.WriteString("**No changes**: every cluster gets the same objects.\n")
 	} else {
-		fmt.Fprintf(&b, "**%s change**: %s\n", plural(p.Summary.Clusters, "cluster", "clusters"), countsLine(p.Summary))
+		fmt.Fprintf(&b, "**%s change**: %s\n", plural.Count(p.Summary.Clusters, "cluster", "clusters"), countsLine(p.Summary))
 	}
 	if p.Failed {
 		b.WriteString("\n> [!CAUTION]\n> Some units failed to render at head; the agent will fail on them too.\n")
@@ -62,7 +64,7 @@ func Markdown(p *Plan, maxBytes int) string {
 			shownRows++
 		}
 		if shownRows < len(p.Clusters) {
-			fmt.Fprintf(&b, "| … and %d more clusters | | |\n", len(p.Clusters)-shownRows)
+			fmt.Fprintf(&b, "| … and %s | | |\n", plural.Count(len(p.Clusters)-shownRows, "more cluster", "more clusters"))
 		}
 	}
 
@@ -90,13 +92,13 @@ func Markdown(p *Plan, maxBytes int) string {
 		fmt.Fprintf(&b, "\n---\n:warning: **Plan truncated** to %d bytes (a comment holds 65,536 characters): ", maxBytes)
 		var parts []string
 		if compact > 0 {
-			parts = append(parts, fmt.Sprintf("%s shown without diffs", plural(compact, "cluster", "clusters")))
+			parts = append(parts, fmt.Sprintf("%s shown without diffs", plural.Count(compact, "cluster", "clusters")))
 		}
 		if omitted > 0 {
-			parts = append(parts, fmt.Sprintf("%s not shown", plural(omitted, "cluster", "clusters")))
+			parts = append(parts, fmt.Sprintf("%s not shown", plural.Count(omitted, "cluster", "clusters")))
 		}
 		if shownRows < len(p.Clusters) {
-			parts = append(parts, fmt.Sprintf("%d table rows left out", len(p.Clusters)-shownRows))
+			parts = append(parts, plural.Count(len(p.Clusters)-shownRows, "table row", "table rows")+" left out")
 		}
 		b.WriteString(strings.Join(parts, ", "))
 		b.WriteString(". Run `flotilla plan` locally, or read the CI job's log, for the whole plan.\n")

@@ -7,6 +7,8 @@ import (
 	"sync"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/flotilla-gitops/flotilla/pkg/plural"
 )
 
 // maxNoteClusters is how many clusters one note names before "and N more".
@@ -28,6 +30,7 @@ type replicaNote struct {
 	changes map[string][2]int64 // cluster → before, after (0 when absent)
 	// scaled: some cluster had the workload on both sides with another
 	// count. Without it the note would only repeat an addition or removal.
+	// A note also needs two clusters in changes: it tells of a move.
 	scaled bool
 }
 
@@ -168,14 +171,16 @@ func replicaLabel(unit string, o *unstructured.Unstructured) string {
 func (n *noteCollector) notes() []string {
 	var reps []string
 	for _, r := range n.replicas {
-		if !r.scaled {
+		// One cluster's count changing is a scale, shown by its diff; a
+		// move takes at least two clusters.
+		if !r.scaled || len(r.changes) < 2 {
 			continue
 		}
 		clusters := sortedKeys(r.changes)
 		parts := make([]string, 0, min(len(clusters), maxNoteClusters)+1)
 		for i, c := range clusters {
 			if i == maxNoteClusters {
-				parts = append(parts, fmt.Sprintf("and %d more clusters", len(clusters)-i))
+				parts = append(parts, "and "+plural.Count(len(clusters)-i, "more cluster", "more clusters"))
 				break
 			}
 			ch := r.changes[c]

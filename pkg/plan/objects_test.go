@@ -149,6 +149,12 @@ func TestNotes(t *testing.T) {
 	n.observe("member2", "job-tf-training", nil, list(job(4)))
 	// An application added to a cluster is no replica move.
 	n.observe("edge-1", "redis", nil, list(obj(t, "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: redis}\n")))
+	// Nor is a workload scaled on one cluster only, here or elsewhere.
+	api := func(replicas int) *unstructured.Unstructured {
+		return obj(t, "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: api, namespace: shop}\nspec: {replicas: "+itoa(replicas)+"}\n")
+	}
+	n.observe("member1", "api", list(api(2)), list(api(5)))
+	n.observe("member2", "api", list(api(1)), list(api(1)))
 	got := n.notes()
 	want := []string{
 		"nginx: member1 3→2 replicas, member2 1→2, member3 0→1",

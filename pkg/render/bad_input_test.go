@@ -444,6 +444,11 @@ func TestSanitize(t *testing.T) {
 		{"got map[data:map[password:aHVudGVyMg==]] here", "got map[…] here"},
 		{`patch {"data":{"password":"aHVudGVyMg=="}} failed`, "patch {…} failed"},
 		{"token ZXlKaGJHY2lPaUpTVXpJMU5pSXNJbXRwWkNJNklpSjkuZXlKcGMzTWlPaUpyZFdKbGNtNWxkR1Z6 leaked", "token … leaked"},
+		// A JSON patch path is kept: it is what the reader must fix.
+		{"doc is missing path: /spec/template/spec/containers/0/resources/limits/memory: missing value",
+			"doc is missing path: /spec/template/spec/containers/0/resources/limits/memory: missing value"},
+		{"key aGVsbG8vd29ybGQvdGhpcy9pcy9ub3QvYS9wYXRo/aGVsbG8/d29ybGQ leaked", "key … leaked"},
+		{"key QUJDREVGR0hJSktMTU5PUFFSU1RVVldYWVo/YWJj/ZGVm leaked", "key … leaked"},
 	}
 	for _, tc := range tests {
 		if got := sanitize(tc.in); got != tc.want {
@@ -459,5 +464,23 @@ func writeFile(t testing.TB, p, content string) {
 	}
 	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestJSONPatchPathInError: a JSON6902 operation that fails names its path
+// rather than eliding it like encoded data.
+func TestJSONPatchPathInError(t *testing.T) {
+	const opPath = "/spec/template/spec/containers/0/resources/limits/memory"
+	root := writeTree(t, map[string]string{
+		"app/kustomization.yaml": kustomization("resources: [deploy.yaml]", "patches:", "- target: {kind: Deployment}", "  patch: |-",
+			"    - op: replace", "      path: "+opPath, "      value: 1Gi"),
+		"app/deploy.yaml": "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\nspec:\n  template:\n    spec:\n      containers:\n      - name: web\n        image: nginx\n",
+	})
+	_, err := Unit(context.Background(), root, unitAt("app", slice.UnitKustomize, "app"), Options{})
+	if !errors.Is(err, ErrKustomize) {
+		t.Fatalf("err = %v, want ErrKustomize", err)
+	}
+	if !strings.Contains(err.Error(), opPath) {
+		t.Errorf("error does not name the path %s: %v", opPath, err)
 	}
 }

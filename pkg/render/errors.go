@@ -131,6 +131,10 @@ var (
 	bracesRe   = regexp.MustCompile(`\{[^{}]*\}`)
 	// A base64 run as long as a typical key or token.
 	base64Re = regexp.MustCompile(`[A-Za-z0-9+/]{40,}={0,2}`)
+	// A segment of a field path (JSON pointer) or a file path: a word in
+	// camelCase or PascalCase, or an index. Random base64 is mixed case and
+	// digits throughout, so a run made only of such segments is a path.
+	pathSegmentRe = regexp.MustCompile(`^([A-Za-z][a-z]*([A-Z][a-z]+)*[0-9]*|[0-9]+)$`)
 )
 
 const (
@@ -173,7 +177,9 @@ func sanitize(msg string) string {
 	msg = strings.ReplaceAll(msg, "map"+elided, "map[…]")
 	msg = strings.ReplaceAll(msg, elided, "{…}")
 	msg = base64Re.ReplaceAllStringFunc(msg, func(m string) string {
-		if isHex(m) { // digests and commit ids are not secrets
+		// Digests and commit ids are not secrets, and the path of a failing
+		// JSON patch operation is what the reader needs to fix it.
+		if isHex(m) || isPath(m) {
 			return m
 		}
 		return "…"
@@ -234,4 +240,18 @@ func unitError(unit string, err error) error {
 		out.Err = fe.err
 	}
 	return out
+}
+
+// isPath reports whether a base64-alphabet run is a slash-separated path
+// (/spec/template/spec/containers/0/resources) rather than encoded data.
+func isPath(s string) bool {
+	if strings.Count(s, "/") < 2 || strings.ContainsAny(s, "+=") {
+		return false
+	}
+	for _, seg := range strings.Split(strings.TrimPrefix(s, "/"), "/") {
+		if !pathSegmentRe.MatchString(seg) {
+			return false
+		}
+	}
+	return true
 }

@@ -13,6 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/selection"
 
 	"github.com/flotilla-gitops/flotilla/pkg/placement"
+
+	"github.com/flotilla-gitops/flotilla/pkg/plural"
 )
 
 // Verdict is the gang preflight's answer for a job.
@@ -100,7 +102,7 @@ func Preflight(gang []placement.GangPod, nodes []NodeInfo, queue *QueueInfo) Pre
 	}
 	if queue != nil {
 		if msg := queueShortfall(total, queue.Capability, nil); msg != "" {
-			return PreflightResult{Unschedulable, fmt.Sprintf("gang of %d pods %s; queue %s capability is %s", len(gang), msg, queue.Name, shortfallHave(total, queue.Capability, nil))}
+			return PreflightResult{Unschedulable, fmt.Sprintf("gang of %s %s; queue %s capability is %s", plural.Count(len(gang), "pod", "pods"), msg, queue.Name, shortfallHave(total, queue.Capability, nil))}
 		}
 	}
 	for i, p := range pods {
@@ -201,13 +203,13 @@ func aggregateShortfall(total corev1.ResourceList, pods int, nodes []NodeInfo, e
 	}
 	if _, limited := sum[corev1.ResourcePods]; limited {
 		if got := sum[corev1.ResourcePods]; got.CmpInt64(int64(pods)) < 0 {
-			short = append(short, fmt.Sprintf("needs %d pods, %s room for %s", pods, have, got.String()))
+			short = append(short, fmt.Sprintf("needs %s, %s room for %s", plural.Count(pods, "pod", "pods"), have, got.String()))
 		}
 	}
 	if len(short) == 0 {
 		return ""
 	}
-	return fmt.Sprintf("gang of %d pods %s", pods, strings.Join(short, "; "))
+	return fmt.Sprintf("gang of %s %s", plural.Count(pods, "pod", "pods"), strings.Join(short, "; "))
 }
 
 // queueShortfall describes the resources of total that exceed

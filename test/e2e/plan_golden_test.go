@@ -57,6 +57,11 @@ var planScenarios = []planScenario{
 		edit: []planFileEdit{{"apps/nginx/app.yaml", "weight: 3", "weight: 1"}},
 	},
 	{
+		// The edge override: one cluster scales, nothing moves.
+		name: "replica-one-cluster",
+		edit: []planFileEdit{{"apps/iot-collector/app.yaml", "count: 1", "count: 2"}},
+	},
+	{
 		name: "app-added-to-fleet",
 		edit: []planFileEdit{{"apps/redis-cache/app.yaml", "            type: cloud\n", "            type: cloud\n    - name: edge\n      destination:\n        fleet: edge\n"}},
 	},
@@ -180,6 +185,16 @@ func checkPlanScenario(t *testing.T, name string, p *plan.Plan, out map[string]s
 			t.Errorf("notes %q, want [%q]", p.Notes, want)
 		}
 		has(out["md"], want)
+	case "replica-one-cluster":
+		if len(p.Notes) != 0 || len(p.Clusters) != 1 || clusters["edge-1"] == nil {
+			t.Errorf("notes %q on clusters %v, want no note and edge-1 only", p.Notes, planClusterNames(p))
+		}
+		for ext, s := range out {
+			if strings.Contains(s, "Moves between clusters") {
+				t.Errorf("%s output has a Moves section for a one-cluster scale", ext)
+			}
+		}
+		has(out["txt"], "+  replicas: 2\n")
 	case "app-added-to-fleet":
 		c := clusters["edge-1"]
 		if c == nil || len(p.Clusters) != 1 || c.Counts.UnitsAdded != 1 || c.Units[0].Name != "redis-cache" {
