@@ -146,9 +146,11 @@ func (m *Manager) Installed(ctx context.Context) error {
 		schedulingv1beta1.SchemeGroupVersion.String(): "queues",
 	}
 	// The discovery cache is shared; refresh it, as this answer is stale.
-	m.disc.InvalidateWithContext(ctx)
+	dctx, cancel := m.reqCtx(ctx)
+	defer cancel()
+	m.disc.InvalidateWithContext(dctx)
 	for gv, resource := range want {
-		list, err := m.disc.ServerResourcesForGroupVersionWithContext(ctx, gv)
+		list, err := m.disc.ServerResourcesForGroupVersionWithContext(dctx, gv)
 		switch {
 		// The cache answers ErrCacheNotFound for a group version the
 		// server does not serve.
