@@ -119,18 +119,22 @@ func run(ctx context.Context, o *options, stderr io.Writer) error {
 		URL: o.repoURL, Branch: o.branch, Auth: auth,
 		CacheDir: filepath.Join(o.cacheDir, "git"), Timeout: o.timeout, Paths: o.sparseCheckout,
 	}
-	applier, err := apply.New(restCfg, apply.Options{InventoryNamespace: o.namespace, Cluster: o.clusterName})
+	// One HTTP client, REST mapper and discovery client for everything that
+	// reconciles: one connection pool, and each kind mapped once rather than
+	// once per component. The client knows Volcano's types too.
+	kube, err := apply.NewClients(restCfg, volcano.Scheme())
 	if err != nil {
 		return err
 	}
-	jobs, err := volcano.NewManager(restCfg, volcano.Options{Applier: applier, CompletedRetention: o.volcanoRetention})
+	applier, err := apply.NewWithClients(kube, apply.Options{InventoryNamespace: o.namespace, Cluster: o.clusterName})
 	if err != nil {
 		return err
 	}
-	disc, err := reconcile.NewKubeDiscovery(restCfg)
+	jobs, err := volcano.NewManagerWithClients(kube, volcano.Options{Applier: applier, CompletedRetention: o.volcanoRetention})
 	if err != nil {
 		return err
 	}
+	disc := reconcile.NewKubeDiscoveryWithClient(kube.Discovery)
 	m := metrics.New()
 	verifier, err := newVerifier(o, src, m)
 	if err != nil {

@@ -246,8 +246,10 @@ func (l *Loop) pruneRemoved(ctx context.Context, rc *cycleRun) {
 					st = &unitState{}
 					l.removed[name] = st
 				}
-				st.lastError = l.redact.err(err)
-				st.setFailed(status.ReasonPruneFailed, "unit left the slice; deleting it failed: "+st.lastError, false, false)
+				st.record(outcome{
+					reason: status.ReasonPruneFailed, err: err,
+					message: "unit left the slice; deleting it failed: " + l.redact.err(err),
+				}, l.redact, "")
 				l.log.Warn("delete unit that left the slice failed", "unit", name, "error", st.lastError)
 				return
 			}

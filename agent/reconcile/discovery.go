@@ -5,34 +5,34 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"time"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
-)
 
-// discoveryTimeout bounds each discovery request.
-const discoveryTimeout = 30 * time.Second
+	"github.com/flotilla-gitops/flotilla/pkg/apply"
+)
 
 // KubeDiscovery asks the API server (aggregated discovery: a few requests
 // per call).
 type KubeDiscovery struct {
-	dc discovery.DiscoveryInterface
+	dc discovery.CachedDiscoveryInterfaceWithContext
 }
 
-// NewKubeDiscovery builds a Discovery for the cluster of cfg.
+// NewKubeDiscovery builds a Discovery with a discovery client of its own
+// for cfg; the agent shares one through NewKubeDiscoveryWithClient.
 func NewKubeDiscovery(cfg *rest.Config) (*KubeDiscovery, error) {
-	cfg = rest.CopyConfig(cfg)
-	if cfg.Timeout == 0 || cfg.Timeout > discoveryTimeout {
-		// client-go's discovery takes no context; the client timeout bounds it.
-		cfg.Timeout = discoveryTimeout
-	}
-	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	c, err := apply.NewClients(cfg, nil)
 	if err != nil {
 		return nil, fmt.Errorf("discovery client: %w", err)
 	}
-	return &KubeDiscovery{dc: dc}, nil
+	return NewKubeDiscoveryWithClient(c.Discovery), nil
+}
+
+// NewKubeDiscoveryWithClient builds a Discovery on dc, the discovery client
+// of apply.Clients (its HTTP client bounds each request).
+func NewKubeDiscoveryWithClient(dc discovery.CachedDiscoveryInterfaceWithContext) *KubeDiscovery {
+	return &KubeDiscovery{dc: dc}
 }
 
 // Discover returns the server version and served group/versions and kinds.
@@ -42,12 +42,15 @@ func (d *KubeDiscovery) Discover(ctx context.Context) (ClusterInfo, error) {
 	if err := ctx.Err(); err != nil {
 		return ClusterInfo{}, err
 	}
-	v, err := d.dc.ServerVersion()
+	// dc is a cache shared with others: drop it so that the call reports
+	// the APIs served now (a unit may have added CRDs since the last).
+	d.dc.InvalidateWithContext(ctx)
+	v, err := d.dc.ServerVersionWithContext(ctx)
 	if err != nil {
 		return ClusterInfo{}, fmt.Errorf("discover server version: %w", err)
 	}
 	info := ClusterInfo{KubeVersion: v.GitVersion}
-	_, lists, err := d.dc.ServerGroupsAndResources()
+	_, lists, err := discovery.ServerGroupsAndResourcesWithContext(ctx, d.dc)
 	var partial *discovery.ErrGroupDiscoveryFailed
 	if err != nil && !(errors.As(err, &partial) && len(lists) > 0) {
 		return ClusterInfo{}, fmt.Errorf("discover APIs: %w", err)

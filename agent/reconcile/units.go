@@ -8,7 +8,6 @@ import (
 	"sync"
 	"time"
 
-	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/flotilla-gitops/flotilla/pkg/apply"
@@ -93,38 +92,39 @@ func (l *Loop) runUnits(ctx context.Context, rc *cycleRun) {
 				}
 			}
 			if len(blocked) > 0 {
-				st.ready = false
-				st.setFailed(status.ReasonDependencyNotReady, "dependencies not ready: "+strings.Join(blocked, ", "), false, true)
-				rc.waiting.Add(1)
-				l.log.Info("unit waits for its dependencies", "unit", u.Name, "dependsOn", blocked)
+				l.finishUnit(rc, u, st, outcome{
+					reason: status.ReasonDependencyNotReady, message: "dependencies not ready: " + strings.Join(blocked, ", "),
+					keepLastError: true, progressing: true, count: countWaiting,
+					log: "unit waits for its dependencies", logAttrs: []any{"dependsOn", blocked},
+				})
 				return
 			}
 			select {
 			case sem <- struct{}{}:
 			case <-ctx.Done():
-				st.ready = false
-				st.lastError = l.redact.err(ctx.Err())
-				st.setFailed(status.ReasonProgressing, "cycle cancelled before the unit was reconciled", false, true)
-				rc.waiting.Add(1)
+				l.finishUnit(rc, u, st, outcome{
+					reason: status.ReasonProgressing, err: ctx.Err(), message: "cycle cancelled before the unit was reconciled",
+					progressing: true, count: countWaiting,
+				})
 				return
 			}
 			var once sync.Once
 			release := func() { once.Do(func() { <-sem }) }
 			defer release()
-			ready[i] = l.reconcileUnit(ctx, rc, u, st, release)
+			ready[i] = l.finishUnit(rc, u, st, l.reconcileUnit(ctx, rc, u, st, release))
 		})
 	}
 	wg.Wait()
 }
 
-// reconcileUnit brings one unit to its state at rc's revision and reports
-// whether it is Ready. release frees the worker slot before long waits
-// that make no requests of their own worth bounding.
-func (l *Loop) reconcileUnit(ctx context.Context, rc *cycleRun, u slice.Unit, st *unitState, release func()) bool {
+// reconcileUnit brings one unit to its state at rc's revision and says how
+// that ended. release frees the worker slot before long waits that make no
+// requests of their own worth bounding.
+func (l *Loop) reconcileUnit(ctx context.Context, rc *cycleRun, u slice.Unit, st *unitState, release func()) outcome {
 	rev := rc.rev.res
 	log := l.log.With("unit", u.Name)
-	if l.volcanoMissing(ctx, rc, u, st) {
-		return false
+	if o, missing := l.volcanoMissing(ctx, u); missing {
+		return o
 	}
 	chk, err := l.cfg.Applier.Check(ctx, u.Name, rc.obs)
 	if err != nil {
@@ -136,27 +136,18 @@ func (l *Loop) reconcileUnit(ctx context.Context, rc *cycleRun, u slice.Unit, st
 	if chk != nil && chk.UpToDate(u.Hash, u.Prune) {
 		rc.unchanged.Add(1)
 		st.objects = chk.ManagedObjects
-		st.appliedRevision = rev.Revision
-		st.good = &goodSource{dir: rev.Dir, unit: u, revision: rev.Revision}
 		if st.ready && st.hash == u.Hash {
-			st.setReady(rev.Revision)
-			return true
+			return outcome{reason: status.ReasonSucceeded, applied: true}
 		}
-		st.hash = u.Hash
 		release()
 		ready, notReady, err := l.waitReady(ctx, u)
-		st.ready = ready
-		if ready {
-			st.setReady(rev.Revision)
-			return true
+		switch {
+		case ready:
+			return outcome{reason: status.ReasonSucceeded, applied: true}
+		case err != nil:
+			return outcome{reason: status.ReasonHealthCheckFailed, err: err, progressing: true, applied: true}
 		}
-		msg := "not ready: " + summarize(notReady)
-		if err != nil {
-			msg = l.redact.err(err)
-		}
-		st.lastError = msg
-		st.setFailed(status.ReasonHealthCheckFailed, msg, false, true)
-		return false
+		return outcome{reason: status.ReasonHealthCheckFailed, notReady: "not ready: " + summarize(notReady), progressing: true, applied: true}
 	}
 	if chk != nil && len(chk.Drifted) > 0 && chk.Hash == u.Hash {
 		log.Info("drift detected", "objects", summarize(chk.Drifted))
@@ -165,13 +156,11 @@ func (l *Loop) reconcileUnit(ctx context.Context, rc *cycleRun, u slice.Unit, st
 	rc.rendered.Add(1)
 	out, err := render.Unit(ctx, rev.Dir, u, rc.renderOpts)
 	if err != nil {
-		rc.failed.Add(1)
-		st.ready = false
-		st.lastError = l.redact.err(err)
-		st.setFailed(status.ReasonRenderFailed, st.lastError, true, false)
-		log.Warn("render failed; the unit keeps its last applied state", "revision", rev.Revision, "error", st.lastError)
 		l.restoreDrift(ctx, rc, u, st, chk)
-		return false
+		return outcome{
+			reason: status.ReasonRenderFailed, err: err, stalled: true, count: countFailed,
+			log: "render failed; the unit keeps its last applied state", logAttrs: []any{"revision", rev.Revision},
+		}
 	}
 
 	if isVolcanoJob(u) && l.cfg.Volcano != nil {
@@ -183,33 +172,24 @@ func (l *Loop) reconcileUnit(ctx context.Context, rc *cycleRun, u slice.Unit, st
 		st.objects = res.ManagedObjects
 		l.countResult(rc, st, res)
 	}
-	if err == nil || isHealthOnly(err) {
-		st.hash = u.Hash
-		st.appliedRevision = rev.Revision
-		st.good = &goodSource{dir: rev.Dir, unit: u, revision: rev.Revision}
-	}
-	if err != nil {
+	switch {
+	case err != nil:
 		reason, stalled := classifyApply(err)
-		st.ready = false
-		st.lastError = l.redact.err(err)
-		st.setFailed(reason, st.lastError, stalled, reason == status.ReasonHealthCheckFailed)
-		rc.failed.Add(1)
-		log.Warn("unit failed", "reason", reason, "revision", rev.Revision, "error", st.lastError)
-		return false
+		return outcome{
+			reason: reason, err: err, stalled: stalled, progressing: reason == status.ReasonHealthCheckFailed,
+			count: countFailed, applied: isHealthOnly(err),
+			log: "unit failed", logAttrs: []any{"reason", reason, "revision", rev.Revision},
+		}
+	case !res.Ready:
+		return outcome{reason: status.ReasonHealthCheckFailed, notReady: "not ready: " + summarize(res.NotReady), progressing: true, applied: true}
+	case res.Skipped:
+		return outcome{reason: status.ReasonSucceeded, applied: true}
 	}
-	st.ready = res.Ready
-	if !res.Ready {
-		msg := "not ready: " + summarize(res.NotReady)
-		st.lastError = msg
-		st.setFailed(status.ReasonHealthCheckFailed, msg, false, true)
-		return false
+	return outcome{
+		reason: status.ReasonSucceeded, applied: true,
+		log: "unit applied", logAttrs: []any{"revision", rev.Revision, "created", res.Created, "configured", res.Configured,
+			"unchanged", res.Unchanged, "pruned", len(res.Pruned), "driftCorrected", res.DriftCorrected},
 	}
-	st.setReady(rev.Revision)
-	if !res.Skipped {
-		log.Info("unit applied", "revision", rev.Revision, "created", res.Created, "configured", res.Configured,
-			"unchanged", res.Unchanged, "pruned", len(res.Pruned), "driftCorrected", res.DriftCorrected)
-	}
-	return true
 }
 
 // restoreDrift re-applies a unit from where it last rendered when its new
@@ -317,38 +297,4 @@ func summarize(items []string) string {
 		return strings.Join(items, "; ")
 	}
 	return strings.Join(items[:shown], "; ") + fmt.Sprintf("; and %d more", len(items)-shown)
-}
-
-// setReady records a Ready unit.
-func (st *unitState) setReady(revision string) {
-	st.ready = true
-	st.lastError = ""
-	apimeta.SetStatusCondition(&st.conditions, metav1.Condition{
-		Type: status.ConditionReady, Status: metav1.ConditionTrue, Reason: status.ReasonSucceeded,
-		Message: "Applied revision: " + revision,
-	})
-	apimeta.RemoveStatusCondition(&st.conditions, status.ConditionReconciling)
-	apimeta.RemoveStatusCondition(&st.conditions, status.ConditionStalled)
-}
-
-// setFailed records a unit that is not Ready: stalled when only a change
-// in Git can fix it, progressing when a later cycle may succeed on its own.
-func (st *unitState) setFailed(reason, message string, stalled, progressing bool) {
-	apimeta.SetStatusCondition(&st.conditions, metav1.Condition{
-		Type: status.ConditionReady, Status: metav1.ConditionFalse, Reason: reason, Message: message,
-	})
-	if stalled {
-		apimeta.SetStatusCondition(&st.conditions, metav1.Condition{
-			Type: status.ConditionStalled, Status: metav1.ConditionTrue, Reason: reason, Message: message,
-		})
-	} else {
-		apimeta.RemoveStatusCondition(&st.conditions, status.ConditionStalled)
-	}
-	if progressing {
-		apimeta.SetStatusCondition(&st.conditions, metav1.Condition{
-			Type: status.ConditionReconciling, Status: metav1.ConditionTrue, Reason: status.ReasonProgressing, Message: message,
-		})
-	} else {
-		apimeta.RemoveStatusCondition(&st.conditions, status.ConditionReconciling)
-	}
 }

@@ -29,32 +29,29 @@ func isVolcanoJob(u slice.Unit) bool {
 	return u.Kind == slice.UnitVolcano && strings.HasPrefix(u.Name, slice.VolcanoJobPrefix)
 }
 
-// volcanoMissing fails a volcano unit when the cluster does not serve
-// Volcano's APIs, so that nothing of it is applied; false when the unit
-// may go on.
-func (l *Loop) volcanoMissing(ctx context.Context, rc *cycleRun, u slice.Unit, st *unitState) bool {
+// volcanoMissing returns a failed outcome for a volcano unit when the
+// cluster does not serve Volcano's APIs, so that nothing of it is applied;
+// false when the unit may go on.
+func (l *Loop) volcanoMissing(ctx context.Context, u slice.Unit) (outcome, bool) {
 	if u.Kind != slice.UnitVolcano || l.cfg.Volcano == nil {
-		return false
+		return outcome{}, false
 	}
 	err := l.cfg.Volcano.Installed(ctx)
 	if err == nil {
-		return false
+		return outcome{}, false
 	}
 	reason := volcano.ReasonNotInstalled
 	if !errors.Is(err, volcano.ErrNotInstalled) {
 		reason = status.ReasonApplyFailed
 	}
-	rc.failed.Add(1)
-	st.ready = false
-	st.lastError = l.redact.err(err)
-	st.setFailed(reason, st.lastError, false, false)
-	l.log.Warn("volcano unit not applied", "unit", u.Name, "reason", reason, "error", st.lastError)
-	return true
+	return outcome{
+		reason: reason, err: err, count: countFailed,
+		log: "volcano unit not applied", logAttrs: []any{"reason", reason},
+	}, true
 }
 
-// submitJob hands a rendered job unit to Volcano instead of Applier.Apply
-// and reports whether the unit is Ready.
-func (l *Loop) submitJob(ctx context.Context, rc *cycleRun, u slice.Unit, st *unitState, out *render.Result) bool {
+// submitJob hands a rendered job unit to Volcano instead of Applier.Apply.
+func (l *Loop) submitJob(ctx context.Context, rc *cycleRun, u slice.Unit, st *unitState, out *render.Result) outcome {
 	rev := rc.rev.res
 	res, err := l.cfg.Volcano.SubmitJob(ctx, volcano.JobRequest{
 		Unit: u.Name, Revision: rev.Revision, Hash: u.Hash, Objects: out.Objects,
@@ -64,7 +61,6 @@ func (l *Loop) submitJob(ctx context.Context, rc *cycleRun, u slice.Unit, st *un
 		st.objects = res.Applied.ManagedObjects
 		l.countResult(rc, st, res.Applied)
 	}
-	log := l.log.With("unit", u.Name)
 	switch {
 	case err != nil:
 		reason, stalled := classifyApply(err)
@@ -76,38 +72,31 @@ func (l *Loop) submitJob(ctx context.Context, rc *cycleRun, u slice.Unit, st *un
 		case errors.Is(err, volcano.ErrInvalidUnit):
 			reason, stalled = status.ReasonApplyFailed, true
 		}
-		rc.failed.Add(1)
-		st.ready = false
-		st.lastError = l.redact.err(err)
-		st.setFailed(reason, st.lastError, stalled, false)
-		log.Warn("job unit failed", "reason", reason, "error", st.lastError)
-		return false
+		return outcome{
+			reason: reason, err: err, stalled: stalled, count: countFailed,
+			log: "job unit failed", logAttrs: []any{"reason", reason},
+		}
 	case !res.Ready:
-		st.ready = false
-		st.lastError = l.redact.redact(res.Message)
-		progressing := res.Reason != volcano.ReasonUnschedulable
-		if progressing {
-			rc.waiting.Add(1)
-		} else {
-			rc.failed.Add(1)
+		// An unschedulable job needs a change (in Git or in capacity); the
+		// others are on their way.
+		msg := l.redact.redact(res.Message)
+		o := outcome{
+			reason: res.Reason, notReady: msg, progressing: res.Reason != volcano.ReasonUnschedulable, count: countWaiting,
+			log:      "job not submitted at this revision",
+			logAttrs: []any{"job", res.Job.String(), "action", res.Action, "reason", res.Reason, "message", msg},
 		}
-		st.setFailed(res.Reason, st.lastError, false, progressing)
-		log.Info("job not submitted at this revision", "job", res.Job.String(), "action", res.Action, "reason", res.Reason, "message", st.lastError)
-		return false
-	}
-	st.hash = u.Hash
-	st.appliedRevision = rev.Revision
-	st.good = &goodSource{dir: rev.Dir, unit: u, revision: rev.Revision}
-	st.ready = true
-	st.setReady(rev.Revision)
-	if res.Action != volcano.ActionUnchanged {
-		attrs := []any{"job", res.Job.String(), "action", res.Action}
-		if res.Preflight != nil {
-			attrs = append(attrs, "preflight", res.Preflight.Verdict)
+		if !o.progressing {
+			o.count = countFailed
 		}
-		log.Info("job unit reconciled", attrs...)
+		return o
+	case res.Action == volcano.ActionUnchanged:
+		return outcome{reason: status.ReasonSucceeded, applied: true}
 	}
-	return true
+	attrs := []any{"job", res.Job.String(), "action", res.Action}
+	if res.Preflight != nil {
+		attrs = append(attrs, "preflight", res.Preflight.Verdict)
+	}
+	return outcome{reason: status.ReasonSucceeded, applied: true, log: "job unit reconciled", logAttrs: attrs}
 }
 
 // retainJob reports whether a job unit that left the slice is kept this

@@ -19,13 +19,12 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
 	"github.com/flotilla-gitops/flotilla/pkg/plural"
 )
 
 // Options configure an Applier. Client QPS and burst are the caller's, on
-// the rest.Config given to New.
+// the rest.Config its Clients were built from.
 type Options struct {
 	// FieldManager for server-side apply; default "flotilla".
 	FieldManager string
@@ -84,35 +83,38 @@ type Applier struct {
 	seq atomic.Uint64
 }
 
-// New builds an Applier talking to the cluster of cfg (wrap cfg with a
-// WriteCounter first to count requests).
+// New builds an Applier with Clients of its own for cfg (wrap cfg with a
+// WriteCounter first to count requests); a process that has Clients for
+// the cluster already uses NewWithClients.
 func New(cfg *rest.Config, opts Options) (*Applier, error) {
+	c, err := NewClients(cfg, nil)
+	if err != nil {
+		return nil, err
+	}
+	return NewWithClients(c, opts)
+}
+
+// NewWithClients builds an Applier on c, as ssa.NewResourceManager takes a
+// client: it reads, writes and maps kinds through c and opens no
+// connection of its own.
+func NewWithClients(c *Clients, opts Options) (*Applier, error) {
 	opts.setDefaults()
 	if opts.InventoryNamespace == "" {
 		return nil, fmt.Errorf("%w: InventoryNamespace is required", ErrInvalid)
 	}
-	httpClient, err := rest.HTTPClientFor(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("http client: %w", err)
+	if c == nil || c.Client == nil || c.Config == nil || c.HTTPClient == nil {
+		return nil, fmt.Errorf("%w: Clients from NewClients are required", ErrInvalid)
 	}
-	mapper, err := apiutil.NewDynamicRESTMapper(cfg, httpClient)
-	if err != nil {
-		return nil, fmt.Errorf("rest mapper: %w", err)
-	}
-	c, err := client.New(cfg, client.Options{HTTPClient: httpClient, Mapper: mapper})
-	if err != nil {
-		return nil, fmt.Errorf("client: %w", err)
-	}
-	raw, err := newRawClient(cfg, httpClient)
+	raw, err := newRawClient(c.Config, c.HTTPClient)
 	if err != nil {
 		return nil, fmt.Errorf("rest client: %w", err)
 	}
-	poller := polling.NewStatusPoller(c, mapper, polling.Options{})
+	poller := polling.NewStatusPoller(c.Client, c.Client.RESTMapper(), polling.Options{})
 	return &Applier{
 		opts:        opts,
-		client:      c,
+		client:      c.Client,
 		raw:         raw,
-		rm:          ssa.NewResourceManager(c, poller, ssa.Owner{Field: opts.FieldManager, Group: "flotilla.dev"}),
+		rm:          ssa.NewResourceManager(c.Client, poller, ssa.Owner{Field: opts.FieldManager, Group: "flotilla.dev"}),
 		inventories: map[string]*Inventory{},
 		unitLocks:   map[string]*sync.Mutex{},
 	}, nil

@@ -4,7 +4,8 @@
 //
 // # Use
 //
-//	a, err := apply.New(restConfig, apply.Options{InventoryNamespace: "flotilla-system", Cluster: "edge-1"})
+//	clients, err := apply.NewClients(restConfig, nil) // shared with everything else that talks to the cluster
+//	a, err := apply.NewWithClients(clients, apply.Options{InventoryNamespace: "flotilla-system", Cluster: "edge-1"})
 //	res, err := a.Apply(ctx, apply.UnitRequest{Name: "web", Hash: unit.Hash, Objects: objs, Prune: true, Wait: true, Timeout: time.Minute})
 //	ready, notReady, err := a.CheckReady(ctx, "web") // for dependsOn
 //	units, err := a.Units(ctx)                       // units with an inventory

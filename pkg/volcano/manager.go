@@ -14,8 +14,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/discovery/cached/memory"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -55,7 +57,7 @@ type Options struct {
 type Manager struct {
 	opts   Options
 	client client.Client
-	disc   discovery.DiscoveryInterface
+	disc   discovery.CachedDiscoveryInterfaceWithContext
 
 	discoveryMu sync.Mutex // one discovery at a time
 	checkedAt   time.Time
@@ -79,10 +81,34 @@ func Scheme() *runtime.Scheme {
 	return s
 }
 
-// NewManager builds a Manager for the cluster of cfg.
+// NewManager builds a Manager with clients of its own for cfg; a process
+// that has apply.Clients for the cluster already uses NewManagerWithClients.
 func NewManager(cfg *rest.Config, opts Options) (*Manager, error) {
+	c, err := apply.NewClients(cfg, Scheme())
+	if err != nil {
+		return nil, fmt.Errorf("volcano clients: %w", err)
+	}
+	return NewManagerWithClients(c, opts)
+}
+
+// NewManagerWithClients builds a Manager on c, whose client must know
+// Volcano's types (apply.NewClients with Scheme()). Installed invalidates
+// c.Discovery when its own answer is stale.
+func NewManagerWithClients(c *apply.Clients, opts Options) (*Manager, error) {
 	if opts.Applier == nil {
 		return nil, errors.New("volcano: Options.Applier is required")
+	}
+	if c == nil || c.Client == nil || c.Discovery == nil {
+		return nil, errors.New("volcano: clients from apply.NewClients are required")
+	}
+	for _, gvk := range []schema.GroupVersionKind{
+		batchv1alpha1.SchemeGroupVersion.WithKind("Job"),
+		schedulingv1beta1.SchemeGroupVersion.WithKind("Queue"),
+		schedulingv1beta1.SchemeGroupVersion.WithKind("PodGroup"),
+	} {
+		if !c.Client.Scheme().Recognizes(gvk) {
+			return nil, fmt.Errorf("volcano: the client's scheme does not know %s; build it with volcano.Scheme()", gvk)
+		}
 	}
 	if opts.CompletedRetention <= 0 {
 		opts.CompletedRetention = DefaultCompletedRetention
@@ -96,20 +122,7 @@ func NewManager(cfg *rest.Config, opts Options) (*Manager, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	c, err := client.New(cfg, client.Options{Scheme: Scheme()})
-	if err != nil {
-		return nil, fmt.Errorf("volcano client: %w", err)
-	}
-	dcfg := rest.CopyConfig(cfg)
-	if dcfg.Timeout == 0 || dcfg.Timeout > opts.RequestTimeout {
-		// client-go's discovery takes no context; the client timeout bounds it.
-		dcfg.Timeout = opts.RequestTimeout
-	}
-	dc, err := discovery.NewDiscoveryClientForConfig(dcfg)
-	if err != nil {
-		return nil, fmt.Errorf("volcano discovery: %w", err)
-	}
-	return &Manager{opts: opts, client: c, disc: dc, lastResults: map[string]*JobResult{}}, nil
+	return &Manager{opts: opts, client: c.Client, disc: c.Discovery, lastResults: map[string]*JobResult{}}, nil
 }
 
 func (m *Manager) reqCtx(ctx context.Context) (context.Context, context.CancelFunc) {
@@ -132,10 +145,16 @@ func (m *Manager) Installed(ctx context.Context) error {
 		batchv1alpha1.SchemeGroupVersion.String():     "jobs",
 		schedulingv1beta1.SchemeGroupVersion.String(): "queues",
 	}
+	// The discovery cache is shared; refresh it, as this answer is stale.
+	dctx, cancel := m.reqCtx(ctx)
+	defer cancel()
+	m.disc.InvalidateWithContext(dctx)
 	for gv, resource := range want {
-		list, err := m.disc.ServerResourcesForGroupVersion(gv)
+		list, err := m.disc.ServerResourcesForGroupVersionWithContext(dctx, gv)
 		switch {
-		case apierrors.IsNotFound(err):
+		// The cache answers ErrCacheNotFound for a group version the
+		// server does not serve.
+		case apierrors.IsNotFound(err), errors.Is(err, memory.ErrCacheNotFound):
 			m.checkedAt, m.installed = m.opts.Now(), ErrNotInstalled
 			return ErrNotInstalled
 		case err != nil:

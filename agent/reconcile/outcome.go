@@ -1,0 +1,131 @@
+package reconcile
+
+import (
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/flotilla-gitops/flotilla/pkg/slice"
+	"github.com/flotilla-gitops/flotilla/pkg/status"
+)
+
+// outcome is how a unit's reconcile ended in a cycle. Every branch of the
+// unit's reconcile describes its end as one outcome and finishUnit records
+// it, so that conditions, last error, cycle counts and the last good
+// revision cannot drift apart between branches.
+type outcome struct {
+	// reason is status.ReasonSucceeded for a Ready unit, otherwise the
+	// Ready=False condition's reason.
+	reason string
+	// err is what failed; its redacted text is the unit's last error and
+	// the condition message.
+	err error
+	// notReady, when err is nil, is the last error and condition message
+	// of a unit that failed no request but is not Ready (its health),
+	// taken as is.
+	notReady string
+	// keepLastError leaves the last error as it was: the unit did not run
+	// (it waits for its dependencies).
+	keepLastError bool
+	// message, when set, is the condition message in place of the error.
+	message string
+	// stalled: only a change in Git can fix it. progressing: a later cycle
+	// may succeed on its own (the Reconciling condition).
+	stalled, progressing bool
+	// count is the cycle counter the unit adds to.
+	count unitCount
+	// applied: the unit's objects are at the cycle's revision (also when
+	// only their health failed), which makes that revision the unit's
+	// applied revision and its last good source.
+	applied bool
+	// log, when set, is logged with logAttrs and the unit's name (and
+	// the error at Warn level when err is set).
+	log      string
+	logAttrs []any
+}
+
+// unitCount says which of the cycle's counters an outcome adds to.
+type unitCount int
+
+const (
+	countNone unitCount = iota
+	// countFailed: the unit failed this cycle.
+	countFailed
+	// countWaiting: the unit is waiting (dependencies, a cancelled cycle,
+	// a job not submitted yet).
+	countWaiting
+)
+
+func (o outcome) ready() bool { return o.reason == status.ReasonSucceeded }
+
+// finishUnit records a unit's outcome at rc's revision and reports whether
+// the unit is Ready.
+func (l *Loop) finishUnit(rc *cycleRun, u slice.Unit, st *unitState, o outcome) bool {
+	rev := rc.rev.res
+	if o.applied {
+		st.hash = u.Hash
+		st.appliedRevision = rev.Revision
+		st.good = &goodSource{dir: rev.Dir, unit: u, revision: rev.Revision}
+	}
+	switch o.count {
+	case countFailed:
+		rc.failed.Add(1)
+	case countWaiting:
+		rc.waiting.Add(1)
+	}
+	st.record(o, l.redact, rev.Revision)
+	if o.log != "" {
+		attrs := append([]any{"unit", u.Name}, o.logAttrs...)
+		if o.err != nil {
+			l.log.Warn(o.log, append(attrs, "error", st.lastError)...)
+		} else {
+			l.log.Info(o.log, attrs...)
+		}
+	}
+	return o.ready()
+}
+
+// record writes an outcome into the unit's status: the one place that sets
+// its Ready, Stalled and Reconciling conditions and its last error.
+// revision is the one a Ready unit applied.
+func (st *unitState) record(o outcome, r redactor, revision string) {
+	conds := &st.conditions
+	st.ready = o.ready()
+	if st.ready {
+		st.lastError = ""
+		apimeta.SetStatusCondition(conds, metav1.Condition{
+			Type: status.ConditionReady, Status: metav1.ConditionTrue, Reason: status.ReasonSucceeded,
+			Message: "Applied revision: " + revision,
+		})
+		apimeta.RemoveStatusCondition(conds, status.ConditionReconciling)
+		apimeta.RemoveStatusCondition(conds, status.ConditionStalled)
+		return
+	}
+	switch {
+	case o.keepLastError:
+	case o.err != nil:
+		st.lastError = r.err(o.err)
+	default:
+		st.lastError = o.notReady
+	}
+	msg := st.lastError
+	if o.message != "" {
+		msg = o.message
+	}
+	apimeta.SetStatusCondition(conds, metav1.Condition{
+		Type: status.ConditionReady, Status: metav1.ConditionFalse, Reason: o.reason, Message: msg,
+	})
+	if o.stalled {
+		apimeta.SetStatusCondition(conds, metav1.Condition{
+			Type: status.ConditionStalled, Status: metav1.ConditionTrue, Reason: o.reason, Message: msg,
+		})
+	} else {
+		apimeta.RemoveStatusCondition(conds, status.ConditionStalled)
+	}
+	if o.progressing {
+		apimeta.SetStatusCondition(conds, metav1.Condition{
+			Type: status.ConditionReconciling, Status: metav1.ConditionTrue, Reason: status.ReasonProgressing, Message: msg,
+		})
+	} else {
+		apimeta.RemoveStatusCondition(conds, status.ConditionReconciling)
+	}
+}
