@@ -113,8 +113,7 @@ type acceptedRev struct {
 }
 
 type verification struct {
-	v   *status.Verification
-	err error
+	v *status.Verification
 }
 
 // New checks cfg and builds a Loop.

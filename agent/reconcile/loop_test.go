@@ -51,6 +51,7 @@ func TestMain(m *testing.M) {
 
 func cluster(t *testing.T) *testenv.Cluster {
 	t.Helper()
+	testenv.NeedsCluster(t)
 	shared.once.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), testenv.StartTimeout)
 		defer cancel()

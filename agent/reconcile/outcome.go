@@ -47,7 +47,7 @@ type outcome struct {
 type unitCount int
 
 const (
-	countNone unitCount = iota
+	_ unitCount = iota // the zero value adds to no counter
 	// countFailed: the unit failed this cycle.
 	countFailed
 	// countWaiting: the unit is waiting (dependencies, a cancelled cycle,

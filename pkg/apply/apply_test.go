@@ -683,7 +683,8 @@ stringData:
 			objs := parse(t, fmt.Sprintf(tc.doc, ns))
 			// The API server does quote the value back...
 			raw := objs[0].DeepCopy()
-			rawErr := f.k.Patch(ctx(t), raw, client.Apply, client.FieldOwner("probe"), client.DryRunAll) //nolint:staticcheck // probing the raw server message
+			//lint:ignore SA1019 a raw server-side apply patch gives the API server's unmasked message
+			rawErr := f.k.Patch(ctx(t), raw, client.Apply, client.FieldOwner("probe"), client.DryRunAll)
 			if rawErr == nil || !strings.Contains(rawErr.Error(), marker) {
 				t.Fatalf("probe: the server error should quote the value for this test to mean anything: %v", rawErr)
 			}

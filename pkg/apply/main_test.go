@@ -40,6 +40,7 @@ func TestMain(m *testing.M) {
 
 func minimalCluster(t *testing.T) *testenv.Cluster {
 	t.Helper()
+	testenv.NeedsCluster(t)
 	minimalOnce.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), testenv.StartTimeout)
 		defer cancel()

@@ -205,7 +205,7 @@ func fingerprint(fields []metav1.ManagedFieldsEntry, manager string) string {
 		// The server's field order differs from encoding/json's; compare
 		// canonical JSON so a GET and an apply response agree.
 		var v any
-		if err := json.Unmarshal(f.FieldsV1.Raw, &v); err != nil {
+		if err := json.Unmarshal(f.FieldsV1.GetRawBytes(), &v); err != nil {
 			return ""
 		}
 		canon, err := json.Marshal(v)

@@ -160,7 +160,7 @@ func TestValidateUnitName(t *testing.T) {
 
 func TestFingerprint(t *testing.T) {
 	entry := func(manager string, op metav1.ManagedFieldsOperationType, sub, raw string) metav1.ManagedFieldsEntry {
-		return metav1.ManagedFieldsEntry{Manager: manager, Operation: op, Subresource: sub, APIVersion: "v1", FieldsV1: &metav1.FieldsV1{Raw: []byte(raw)}}
+		return metav1.ManagedFieldsEntry{Manager: manager, Operation: op, Subresource: sub, APIVersion: "v1", FieldsV1: metav1.NewFieldsV1(raw)}
 	}
 	a := `{"f:data":{"f:a":{},"f:b":{}},"f:metadata":{"f:labels":{}}}`
 	reordered := `{"f:metadata":{"f:labels":{}},"f:data":{"f:b":{},"f:a":{}}}`

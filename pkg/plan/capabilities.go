@@ -14,7 +14,6 @@ import (
 type statusDoc struct {
 	ref string
 	rf  gitrepo.RefFiles
-	doc *status.ClusterStatus
 }
 
 // clusterCapabilities picks every cluster's Helm capabilities: from its
