@@ -36,6 +36,12 @@ type PushOptions struct {
 	MaxHistory int
 	// Signer signs every commit when set (see ParseSigningKey).
 	Signer Signer
+	// Guard, when set, sees the ref's current head before each commit is
+	// made on it (not when the ref does not exist): read returns a file of
+	// the head's tree. An error stops the push and is returned wrapped; the
+	// head is fetched again before the next call, so a later push judges the
+	// newest head.
+	Guard func(ref string, read func(path string) (data []byte, found bool, err error)) error
 }
 
 // PushResult describes a PushFiles call.
@@ -128,6 +134,12 @@ func (w *Writer) PushFiles(ctx context.Context, ref string, files map[string][]b
 				return PushResult{}, fmt.Errorf("push %s: %w", ref, err)
 			}
 			baseTree = c.TreeHash
+			if w.opts.Guard != nil {
+				if err := w.opts.Guard(ref, headReader(rs.st, c)); err != nil {
+					rs.known = false
+					return PushResult{}, fmt.Errorf("push %s: %w", ref, err)
+				}
+			}
 		}
 		tree, err := overlayTree(rs.st, baseTree, files)
 		if err != nil {
@@ -178,6 +190,17 @@ func (w *Writer) PushFiles(ctx context.Context, ref string, files map[string][]b
 		lastErr = err
 	}
 	return PushResult{}, fmt.Errorf("push %s to %s: %w after %d attempts: %w", ref, ep.redacted, ErrConflict, attempts, lastErr)
+}
+
+// guardFileLimit bounds what a Guard may read: the head may be written by
+// someone else.
+const guardFileLimit = 1 << 20
+
+// headReader reads files of c's tree from st, for a Guard.
+func headReader(st storage.Storer, c *object.Commit) func(string) ([]byte, bool, error) {
+	return func(p string) ([]byte, bool, error) {
+		return fileAt(st, c, p, guardFileLimit)
+	}
 }
 
 func (w *Writer) state(ref string) *refState {

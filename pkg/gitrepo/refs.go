@@ -43,6 +43,11 @@ type RefFiles struct {
 	// false when the head has no such file.
 	File      []byte
 	FileFound bool
+	// ParentFile is that file in the head's first parent, when the parent
+	// is present (not a root commit, not beyond a shallow boundary), so a
+	// reader can tell what changed hands between the last two commits.
+	ParentFile      []byte
+	ParentFileFound bool
 }
 
 // ReadRefs reads every ref whose name starts with prefix (e.g.
@@ -198,24 +203,40 @@ func readRef(ctx context.Context, st storage.Storer, ref *plumbing.Reference, fi
 		return RefFiles{}, err
 	}
 	if file != "" {
-		tree, err := c.Tree()
-		if err != nil {
+		if rf.File, rf.FileFound, err = fileAt(st, c, file, limit); err != nil {
 			return RefFiles{}, err
 		}
-		entry, err := tree.FindEntry(file)
-		if errors.Is(err, object.ErrEntryNotFound) || errors.Is(err, object.ErrDirectoryNotFound) {
-			return rf, nil
+		if parent != nil {
+			// Only a hint for the reader: a parent it cannot read (too
+			// large) reads as absent rather than failing the ref.
+			if data, found, err := fileAt(st, parent, file, limit); err == nil {
+				rf.ParentFile, rf.ParentFileFound = data, found
+			}
 		}
-		if err != nil {
-			return RefFiles{}, err
-		}
-		if !entry.Mode.IsFile() {
-			return rf, nil
-		}
-		if rf.File, err = readBlob(st, entry.Hash, limit); err != nil {
-			return RefFiles{}, fmt.Errorf("%s: %w", file, err)
-		}
-		rf.FileFound = true
 	}
 	return rf, nil
+}
+
+// fileAt reads file from c's tree, bounded by limit (see readBlob); found
+// is false when the tree has no such regular file.
+func fileAt(st storage.Storer, c *object.Commit, file string, limit int64) ([]byte, bool, error) {
+	tree, err := c.Tree()
+	if err != nil {
+		return nil, false, err
+	}
+	entry, err := tree.FindEntry(file)
+	if errors.Is(err, object.ErrEntryNotFound) || errors.Is(err, object.ErrDirectoryNotFound) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	if !entry.Mode.IsFile() {
+		return nil, false, nil
+	}
+	data, err := readBlob(st, entry.Hash, limit)
+	if err != nil {
+		return nil, false, fmt.Errorf("%s: %w", file, err)
+	}
+	return data, true, nil
 }
