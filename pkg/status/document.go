@@ -32,7 +32,8 @@ var (
 // struct's order, map keys sorted, units, jobs, queues and conditions
 // sorted by name (or type), times in RFC 3339 UTC. The same document always
 // encodes to the same bytes, so an unchanged status is an unchanged blob.
-// apiVersion and kind are set to this version's. doc is not modified.
+// apiVersion is the oldest that carries the document (v1alpha1 without an
+// instanceID, v1alpha2 with one) and kind is set. doc is not modified.
 func Encode(doc *ClusterStatus) ([]byte, error) {
 	if doc == nil {
 		return nil, fmt.Errorf("encode status: %w: nil document", ErrInvalidDocument)
@@ -73,9 +74,10 @@ func blockStyle(n *yaml.Node) {
 	}
 }
 
-// Decode parses status.yaml strictly: the apiVersion and kind must be this
-// version's (ErrUnsupportedVersion otherwise) and every field must be known
-// (ErrInvalidDocument). It never panics on hostile input.
+// Decode parses status.yaml strictly: the apiVersion must be v1alpha1 or
+// v1alpha2 and the kind ClusterStatus (ErrUnsupportedVersion otherwise),
+// and every field must be known to that version (ErrInvalidDocument; e.g.
+// instanceID in a v1alpha1 document). It never panics on hostile input.
 func Decode(data []byte) (*ClusterStatus, error) {
 	if len(data) > MaxDocumentSize {
 		return nil, fmt.Errorf("%w: %d bytes, more than %d", ErrInvalidDocument, len(data), MaxDocumentSize)
@@ -93,9 +95,9 @@ func Decode(data []byte) (*ClusterStatus, error) {
 	if err := json.Unmarshal(raw, &header); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidDocument, err)
 	}
-	if header.APIVersion != APIVersion || header.Kind != Kind {
-		return nil, fmt.Errorf("%w: %s %s (this build reads %s %s)", ErrUnsupportedVersion,
-			orNone(header.APIVersion), orNone(header.Kind), APIVersion, Kind)
+	if (header.APIVersion != APIVersion && header.APIVersion != APIVersionV1Alpha2) || header.Kind != Kind {
+		return nil, fmt.Errorf("%w: %s %s (this build reads %s or %s %s)", ErrUnsupportedVersion,
+			orNone(header.APIVersion), orNone(header.Kind), APIVersion, APIVersionV1Alpha2, Kind)
 	}
 	var doc ClusterStatus
 	dec := json.NewDecoder(bytes.NewReader(raw))
@@ -108,6 +110,9 @@ func Decode(data []byte) (*ClusterStatus, error) {
 	}
 	if doc.Cluster == "" {
 		return nil, fmt.Errorf("%w: cluster is empty", ErrInvalidDocument)
+	}
+	if doc.InstanceID != "" && doc.APIVersion == APIVersion {
+		return nil, fmt.Errorf("%w: instanceID needs apiVersion %s", ErrInvalidDocument, APIVersionV1Alpha2)
 	}
 	return &doc, nil
 }
@@ -124,6 +129,9 @@ func orNone(s string) string {
 func normalized(doc *ClusterStatus) *ClusterStatus {
 	d := doc.DeepCopy()
 	d.APIVersion, d.Kind = APIVersion, Kind
+	if d.InstanceID != "" {
+		d.APIVersion = APIVersionV1Alpha2
+	}
 	sortConditions(d.Conditions)
 	sort.SliceStable(d.Units, func(i, j int) bool { return d.Units[i].Name < d.Units[j].Name })
 	for i := range d.Units {

@@ -15,7 +15,10 @@ const (
 	PushRejected    = "rejected"    // the server refused the push (permissions, hook)
 	PushConflict    = "conflict"    // the ref kept moving under us
 	PushAuth        = "auth"        // credentials refused
-	PushError       = "error"       // anything else
+	// PushInstanceConflict: the ref holds another cluster instance's live
+	// document (ErrInstanceConflict); nothing was pushed.
+	PushInstanceConflict = "instance_conflict"
+	PushError            = "error" // anything else
 )
 
 // writerMetrics are the writer's collectors; nil-safe so a Writer works
@@ -33,7 +36,7 @@ func newWriterMetrics(reg prometheus.Registerer) (*writerMetrics, error) {
 	m := &writerMetrics{
 		total: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "flotilla_status_push_total",
-			Help: "Status pushes to Git by result: success, unreachable, rejected, conflict, auth, error.",
+			Help: "Status pushes to Git by result: success, unreachable, rejected, conflict, auth, instance_conflict, error.",
 		}, []string{"result"}),
 		duration: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "flotilla_status_push_duration_seconds",
@@ -55,7 +58,7 @@ func newWriterMetrics(reg prometheus.Registerer) (*writerMetrics, error) {
 	if m.pending, err = register(reg, m.pending); err != nil {
 		return nil, err
 	}
-	for _, r := range []string{PushSuccess, PushUnreachable, PushRejected, PushConflict, PushAuth, PushError} {
+	for _, r := range []string{PushSuccess, PushUnreachable, PushRejected, PushConflict, PushAuth, PushInstanceConflict, PushError} {
 		m.total.WithLabelValues(r)
 	}
 	return m, nil
@@ -106,6 +109,8 @@ func pushResult(err error) string {
 		return PushConflict
 	case errors.Is(err, gitrepo.ErrAuth):
 		return PushAuth
+	case errors.Is(err, ErrInstanceConflict):
+		return PushInstanceConflict
 	}
 	return PushError
 }

@@ -7,7 +7,12 @@ import (
 // Document identity.
 const (
 	APIVersion = "flotilla.dev/v1alpha1"
-	Kind       = "ClusterStatus"
+	// APIVersionV1Alpha2 adds instanceID. A document is written at the
+	// oldest version that can carry it (see Encode), so a hub that reads
+	// only v1alpha1 still reads agents that set no instance, and says
+	// ErrUnsupportedVersion, not an unknown field, for those that do.
+	APIVersionV1Alpha2 = "flotilla.dev/v1alpha2"
+	Kind               = "ClusterStatus"
 	// FileName is the only file a status commit may change.
 	FileName = "status.yaml"
 	// RefPrefix is followed by the cluster name.
@@ -39,6 +44,10 @@ type ClusterStatus struct {
 	APIVersion string `json:"apiVersion"`
 	Kind       string `json:"kind"`
 	Cluster    string `json:"cluster"`
+	// InstanceID identifies the cluster instance the agent runs in (the UID
+	// of its kube-system namespace), so two agents configured with the same
+	// cluster name cannot overwrite each other's status unnoticed. v1alpha2.
+	InstanceID string `json:"instanceID,omitempty"`
 	Agent      Agent  `json:"agent"`
 	// KubernetesVersion is the live API server's version (feeds plan's
 	// Helm capabilities), APIVersions its served group/versions.

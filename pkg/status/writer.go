@@ -58,9 +58,35 @@ type WriterOptions struct {
 	// RetryBackoff spaces Run's retries of a pending document; the zero
 	// value starts at 1s and caps at 5m.
 	RetryBackoff gitrepo.Backoff
+	// InstanceID identifies the cluster instance (the agent passes its
+	// kube-system namespace's UID); written into every document. Before
+	// each commit the writer reads the document on its ref, and when that
+	// one names another instance it refuses (ErrInstanceConflict) unless
+	// TakeOver is set or that document's heartbeat is older than
+	// TakeOverAfter: a re-installed cluster takes its ref over once the
+	// old instance has gone quiet. Empty: no check (and a v1alpha1
+	// document).
+	InstanceID string
+	// TakeOver overwrites a document of another instance at once (the
+	// agent's --status-take-over, for a re-install that cannot wait).
+	TakeOver bool
+	// TakeOverAfter is how long another instance's document must have gone
+	// without a heartbeat before this writer takes the ref over;
+	// DefaultTakeOverHeartbeats × HeartbeatInterval when zero, which
+	// matches the hub's default Unreachable threshold.
+	TakeOverAfter time.Duration
 	// Now is the clock (tests); time.Now when nil.
 	Now func() time.Time
 }
+
+// DefaultTakeOverHeartbeats: another instance's document is taken over
+// after this many heartbeat intervals without one.
+const DefaultTakeOverHeartbeats = 3
+
+// ErrInstanceConflict: the status ref holds a live document of another
+// cluster instance (two agents configured with the same cluster name); the
+// writer does not overwrite it. Test with errors.Is.
+var ErrInstanceConflict = errors.New("status Conflict: the ref is written by another cluster instance")
 
 // Writer commits a cluster's status document to its status ref. It is the
 // agent loop's status sink: call Publish after every cycle. A document is
@@ -120,6 +146,9 @@ func NewWriter(opts WriterOptions) (*Writer, error) {
 	if opts.Timeout <= 0 {
 		opts.Timeout = DefaultPushTimeout
 	}
+	if opts.TakeOverAfter <= 0 {
+		opts.TakeOverAfter = DefaultTakeOverHeartbeats * opts.HeartbeatInterval
+	}
 	maxHistory := opts.MaxHistory
 	switch {
 	case maxHistory == 0:
@@ -141,22 +170,48 @@ func NewWriter(opts WriterOptions) (*Writer, error) {
 	if now == nil {
 		now = time.Now
 	}
-	return &Writer{
-		opts:   opts,
-		ref:    RefFor(opts.Cluster),
-		author: opts.Cluster,
-		email:  "agent@" + opts.Cluster + ".flotilla",
-		git: gitrepo.NewWriter(opts.URL, gitrepo.PushOptions{
-			Auth:       opts.Auth,
-			Timeout:    opts.Timeout,
-			MaxHistory: maxHistory,
-			Signer:     opts.Signer,
-			Backoff:    gitrepo.Backoff{Initial: 50 * time.Millisecond, Max: 5 * time.Second},
-		}),
+	w := &Writer{
+		opts:    opts,
+		ref:     RefFor(opts.Cluster),
+		author:  opts.Cluster,
+		email:   "agent@" + opts.Cluster + ".flotilla",
 		metrics: m,
 		now:     now,
 		kick:    make(chan struct{}, 1),
-	}, nil
+	}
+	po := gitrepo.PushOptions{
+		Auth:       opts.Auth,
+		Timeout:    opts.Timeout,
+		MaxHistory: maxHistory,
+		Signer:     opts.Signer,
+		Backoff:    gitrepo.Backoff{Initial: 50 * time.Millisecond, Max: 5 * time.Second},
+	}
+	if opts.InstanceID != "" {
+		po.Guard = w.guard
+	}
+	w.git = gitrepo.NewWriter(opts.URL, po)
+	return w, nil
+}
+
+// guard refuses to commit over a live document of another instance. A
+// document it cannot decode, or one without an instance (an older agent),
+// is overwritten: there is no one to tell apart.
+func (w *Writer) guard(_ string, read func(string) ([]byte, bool, error)) error {
+	data, found, err := read(FileName)
+	if err != nil || !found {
+		return nil
+	}
+	cur, err := Decode(data)
+	if err != nil || cur.InstanceID == "" || cur.InstanceID == w.opts.InstanceID {
+		return nil
+	}
+	quiet := w.now().Sub(cur.Heartbeat.Time)
+	if w.opts.TakeOver || quiet > w.opts.TakeOverAfter {
+		return nil
+	}
+	return fmt.Errorf("%w: the ref's document is from instance %s (this agent is %s), last heartbeat %s ago; "+
+		"if this cluster was re-installed, it is taken over %s after the old one's last heartbeat, or at once with --status-take-over",
+		ErrInstanceConflict, cur.InstanceID, w.opts.InstanceID, quiet.Round(time.Second), w.opts.TakeOverAfter)
 }
 
 // Ref is the only ref this Writer pushes.
@@ -287,6 +342,9 @@ func (w *Writer) prepare(doc *ClusterStatus) (*ClusterStatus, error) {
 	}
 	d := normalized(doc)
 	d.Cluster = w.opts.Cluster
+	if w.opts.InstanceID != "" {
+		d.InstanceID = w.opts.InstanceID
+	}
 	if d.Agent.Version == "" {
 		d.Agent.Version = version.Version
 	}
