@@ -144,6 +144,9 @@ func ageCell(c ClusterView) string {
 	if c.HeartbeatAge == nil {
 		return "never"
 	}
+	if c.ClockSkew != nil {
+		return humanAge(c.ClockSkew.Duration) + " ahead"
+	}
 	return humanAge(c.HeartbeatAge.Duration) + " ago"
 }
 

@@ -28,6 +28,15 @@ const (
 	StateUntrusted State = "Untrusted"
 	// StateNoStatus: its agent never reported.
 	StateNoStatus State = "NoStatus"
+	// StateConflict: the head document is from another cluster instance
+	// (instanceID) than the commit before it, which was still alive: two
+	// agents are configured with the same cluster name. A re-install,
+	// whose old instance went quiet first, is not a conflict.
+	StateConflict State = "Conflict"
+	// StateClockSkew: the heartbeat (or the status commit) is ahead of the
+	// reader's clock by more than ReadOptions.ClockSkewTolerance; its age,
+	// and so Unreachable, cannot be judged (ClusterView.ClockSkew).
+	StateClockSkew State = "ClockSkew"
 	// StateUnreachable: the last heartbeat is older than the cluster's
 	// threshold; the rest of the row is what it last said.
 	StateUnreachable State = "Unreachable"
@@ -41,7 +50,12 @@ const (
 )
 
 // AllStates in display order.
-var AllStates = []State{StateInSync, StateBehind, StateFailing, StateUnreachable, StateNoStatus, StateUntrusted}
+var AllStates = []State{StateInSync, StateBehind, StateFailing, StateUnreachable, StateClockSkew, StateConflict, StateNoStatus, StateUntrusted}
+
+// DefaultClockSkewTolerance is how far ahead of the reader's clock a
+// heartbeat may be before the cluster shows ClockSkew: NTP-synced clocks
+// are well within it.
+const DefaultClockSkewTolerance = 2 * time.Minute
 
 // Health check defaults, for clusters whose fleets set none: the agent's
 // default heartbeat interval, three missed heartbeats.
@@ -78,8 +92,13 @@ type ClusterView struct {
 	FailingUnits    []UnitFailure `json:"failingUnits,omitempty"`
 	Jobs            JobCounts     `json:"jobs"`
 	Heartbeat       *metav1.Time  `json:"heartbeat,omitempty"`
-	// HeartbeatAge is Time minus Heartbeat.
+	// HeartbeatAge is Time minus Heartbeat (0 when the heartbeat is ahead).
 	HeartbeatAge *metav1.Duration `json:"heartbeatAge,omitempty"`
+	// ClockSkew is how far the heartbeat or status commit is ahead of Time,
+	// when more than the tolerance (State ClockSkew).
+	ClockSkew *metav1.Duration `json:"clockSkew,omitempty"`
+	// InstanceID is the cluster instance the document comes from.
+	InstanceID string `json:"instanceID,omitempty"`
 	// UnreachableAfter is the strictest interval × failureThreshold of the
 	// cluster's fleets (DefaultHealthCheckInterval × DefaultFailureThreshold
 	// when none sets a healthCheck).
@@ -120,6 +139,8 @@ type fleetData struct {
 	refs     map[string]*statusRef
 	strays   []StrayRef
 	warnings []string
+	// skewTolerance is ReadOptions.ClockSkewTolerance, defaulted.
+	skewTolerance time.Duration
 }
 
 func load(ctx context.Context, o *ReadOptions) (*fleetData, error) {
@@ -135,7 +156,10 @@ func load(ctx context.Context, o *ReadOptions) (*fleetData, error) {
 		m.close()
 		return nil, err
 	}
-	d := &fleetData{main: m, refs: map[string]*statusRef{}, warnings: append([]string(nil), m.warnings...)}
+	d := &fleetData{main: m, refs: map[string]*statusRef{}, warnings: append([]string(nil), m.warnings...), skewTolerance: o.ClockSkewTolerance}
+	if d.skewTolerance <= 0 {
+		d.skewTolerance = DefaultClockSkewTolerance
+	}
 	if len(o.Clusters) > 0 {
 		for _, name := range o.Clusters {
 			c := m.fleet.Cluster(name)
@@ -289,6 +313,7 @@ func clusterView(ctx context.Context, d *fleetData, c *fleet.Cluster, now time.T
 	doc := sr.doc
 	cv.DesiredRevision, cv.AppliedRevision = doc.DesiredRevision, doc.AppliedRevision
 	cv.KubernetesVersion, cv.AgentVersion = doc.KubernetesVersion, doc.Agent.Version
+	cv.InstanceID = doc.InstanceID
 	hb := doc.Heartbeat
 	cv.Heartbeat = &hb
 	age := now.Sub(hb.Time)
@@ -296,6 +321,18 @@ func clusterView(ctx context.Context, d *fleetData, c *fleet.Cluster, now time.T
 		age = 0
 	}
 	cv.HeartbeatAge = &metav1.Duration{Duration: age}
+	// The writer commits at the heartbeat's time, so the later of the two
+	// is how far the agent's clock is ahead; a gap between them means the
+	// commit was not made the way the writer makes it.
+	committed := sr.ref.Committer.When
+	ahead := max(hb.Sub(now), committed.Sub(now))
+	if ahead > d.skewTolerance {
+		cv.ClockSkew = &metav1.Duration{Duration: ahead.Round(time.Second)}
+	}
+	if gap := hb.Sub(committed).Abs(); !committed.IsZero() && gap > d.skewTolerance {
+		cv.Warnings = append(cv.Warnings, fmt.Sprintf("the status commit's time and the document's heartbeat differ by %s", gap.Round(time.Second)))
+	}
+	conflict := instanceConflict(sr, doc, strictest)
 	if hi := doc.HeartbeatInterval; hi != nil && hi.Duration > strictest {
 		cv.Warnings = append(cv.Warnings, fmt.Sprintf("the agent's heartbeat interval %s is longer than the %s after which the cluster counts as unreachable; set the agent's --heartbeat-interval to the fleet's healthCheck.interval or less", hi.Duration, strictest))
 	}
@@ -323,6 +360,11 @@ func clusterView(ctx context.Context, d *fleetData, c *fleet.Cluster, now time.T
 
 	loopReason, loopMsg := status.ClusterFailure(doc)
 	switch {
+	case conflict != "":
+		cv.State, cv.Reason = StateConflict, conflict
+	case cv.ClockSkew != nil:
+		cv.State = StateClockSkew
+		cv.Reason = fmt.Sprintf("heartbeat %s ahead of this clock (tolerance %s): the cluster's clock is wrong, its age cannot be judged", cv.ClockSkew.Duration, d.skewTolerance)
 	case age > strictest:
 		cv.State = StateUnreachable
 		cv.Reason = fmt.Sprintf("no heartbeat for %s (threshold %s)", age.Round(time.Second), strictest)
@@ -338,6 +380,25 @@ func clusterView(ctx context.Context, d *fleetData, c *fleet.Cluster, now time.T
 		cv.State, cv.Reason = inSync(ctx, d, name, doc, cv, diffs)
 	}
 	return cv
+}
+
+// instanceConflict says why the head document's instance replacing the
+// previous commit's is a conflict, or "" when it is not: no instance on
+// either side, the same one, or a previous instance that had gone quiet
+// for longer than threshold (a re-install taking over).
+func instanceConflict(sr *statusRef, doc *status.ClusterStatus, threshold time.Duration) string {
+	if doc.InstanceID == "" || !sr.ref.ParentFileFound {
+		return ""
+	}
+	prev, err := status.Decode(sr.ref.ParentFile)
+	if err != nil || prev.InstanceID == "" || prev.InstanceID == doc.InstanceID {
+		return ""
+	}
+	if doc.Heartbeat.Sub(prev.Heartbeat.Time) > threshold {
+		return ""
+	}
+	return fmt.Sprintf("instance %s overwrote the status of instance %s, which was alive: two agents may be configured with the same cluster name",
+		doc.InstanceID, prev.InstanceID)
 }
 
 // inSync tells InSync from Behind for a cluster that is not failing.

@@ -38,6 +38,9 @@ type ReadOptions struct {
 	Clusters []string
 	// Now is the clock ages are computed against; time.Now when nil.
 	Now func() time.Time
+	// ClockSkewTolerance is how far ahead of Now a heartbeat may be before
+	// the cluster shows ClockSkew; DefaultClockSkewTolerance when zero.
+	ClockSkewTolerance time.Duration
 }
 
 func (o *ReadOptions) branch() string {
