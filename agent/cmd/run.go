@@ -141,7 +141,12 @@ func run(ctx context.Context, o *options, stderr io.Writer) error {
 		return err
 	}
 	m.CountAPIRequests(counter)
-	statusWriter, err := newStatusWriter(o, auth, m.Registry())
+	// Read once: the instance does not change while the agent runs.
+	instance, err := clusterInstanceID(ctx, kube.Client)
+	if err != nil {
+		log.Warn("status is written without an instance ID: another agent using this cluster name will not be detected", "error", err)
+	}
+	statusWriter, err := newStatusWriter(o, auth, m.Registry(), instance)
 	if err != nil {
 		return err
 	}

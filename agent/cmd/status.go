@@ -9,6 +9,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/pflag"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrlclient "sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/flotilla-gitops/flotilla/agent/reconcile"
 	"github.com/flotilla-gitops/flotilla/pkg/gitrepo"
@@ -29,6 +32,7 @@ type statusOptions struct {
 	signingPassphrase string
 	maxHistory        int
 	pushTimeout       time.Duration
+	takeOver          bool
 	resolvedURL       string // repoURL with {shard} resolved, set by problems
 }
 
@@ -41,6 +45,7 @@ func (s *statusOptions) bind(f *pflag.FlagSet) {
 	f.StringVar(&s.signingPassphrase, "status-signing-key-passphrase-file", "", "file holding the signing key's passphrase, if it has one")
 	f.IntVar(&s.maxHistory, "status-max-history", status.DefaultMaxHistory, "squash the status ref into one commit when it would hold more commits (0: never)")
 	f.DurationVar(&s.pushTimeout, "status-timeout", status.DefaultPushTimeout, "timeout of each Git operation of a status push")
+	f.BoolVar(&s.takeOver, "status-take-over", false, "overwrite the status ref even while it holds a live document of another cluster instance (a re-installed cluster that cannot wait for the old instance's heartbeat to go stale)")
 }
 
 // problems checks the flags and resolves the status repo URL.
@@ -77,7 +82,9 @@ func (s *statusOptions) problems(cluster, fleetRepoURL string) []string {
 
 // newStatusWriter builds the Git status writer, or nil when Git status is
 // disabled. fleetAuth is used when no status credentials are given.
-func newStatusWriter(o *options, fleetAuth gitrepo.Auth, reg prometheus.Registerer) (*status.Writer, error) {
+// instanceID is the cluster instance (see clusterInstanceID); "" skips the
+// check against another instance's document.
+func newStatusWriter(o *options, fleetAuth gitrepo.Auth, reg prometheus.Registerer, instanceID string) (*status.Writer, error) {
 	s := &o.status
 	if s.repoURL == statusDisabled {
 		return nil, nil
@@ -119,7 +126,19 @@ func newStatusWriter(o *options, fleetAuth gitrepo.Auth, reg prometheus.Register
 	return status.NewWriter(status.WriterOptions{
 		Cluster: o.clusterName, URL: s.resolvedURL, Auth: auth, Timeout: s.pushTimeout,
 		HeartbeatInterval: s.heartbeat, MaxHistory: maxHistory, Signer: signer, Registerer: reg,
+		InstanceID: instanceID, TakeOver: s.takeOver,
 	})
+}
+
+// clusterInstanceID is the UID of the cluster's kube-system namespace: it
+// lives as long as the cluster, so it tells two clusters given the same
+// name apart, and a re-install from the cluster it replaces.
+func clusterInstanceID(ctx context.Context, c ctrlclient.Reader) (string, error) {
+	var ns corev1.Namespace
+	if err := c.Get(ctx, ctrlclient.ObjectKey{Name: metav1.NamespaceSystem}, &ns); err != nil {
+		return "", fmt.Errorf("cluster instance (namespace %s): %w", metav1.NamespaceSystem, err)
+	}
+	return string(ns.UID), nil
 }
 
 // statusSink is where the loop publishes: --status-file, and the status
