@@ -87,6 +87,14 @@ in the fleet repo or in --status-repo), and prints one row per cluster:
   Unreachable  no heartbeat for longer than the strictest healthCheck of the
                cluster's fleets (interval × failureThreshold; 10m × 3 when no
                fleet sets one)
+  ClockSkew    the heartbeat (or status commit) is more than 2m ahead of this
+               machine's clock, shown with the offset; its age cannot be judged
+  Conflict     the head status came from another cluster instance (the UID of
+               kube-system) than the commit before, which was still alive: two
+               agents share the cluster name. A re-installed cluster takes its
+               ref over once the old instance's heartbeat is older than 3
+               heartbeat intervals, or at once with the agent's
+               --status-take-over
   NoStatus     the agent never reported
   Untrusted    the status ref's head commit changes more than status.yaml,
                names another cluster, or is not signed by one of the cluster's

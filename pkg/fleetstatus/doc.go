@@ -11,8 +11,8 @@
 // Read loads clusters/ and fleets/ from the fleet repo's branch head (a URL,
 // fetched into a cache, or a local clone or bare repository read in
 // place), reads every status ref (gitrepo.ReadRefs) and returns a View:
-// per cluster its State (InSync, Behind, Failing, Unreachable, NoStatus,
-// Untrusted), revisions, units Ready/total, failing units with reasons,
+// per cluster its State (InSync, Behind, Failing, Unreachable, ClockSkew,
+// Conflict, NoStatus, Untrusted), revisions, units Ready/total, failing units with reasons,
 // Volcano jobs by phase and the heartbeat's age. A cluster applied at an
 // older commit is InSync when no file of its slice
 // (rendered/<bucket>/<cluster>/) changed since. Unreachable means no
@@ -21,6 +21,13 @@
 // 10m × 3, when none sets a healthCheck: a shorter default would flag
 // every idle cluster between two default heartbeats). Status repos may be
 // several (ReadOptions.StatusRepos, the shards of status.ShardURLs).
+// ClockSkew: the heartbeat or status commit is ahead of the reader's clock
+// by more than ReadOptions.ClockSkewTolerance (2m), with the offset; such
+// an age would otherwise read as 0 and the cluster as alive forever.
+// Conflict: the head document's instanceID differs from the previous
+// commit's while that one's heartbeat was within the Unreachable threshold
+// of the head's (two agents with one cluster name); a change of instance
+// after the old one went quiet is a re-install and accepted.
 //
 // # Trust
 //

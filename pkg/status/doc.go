@@ -42,6 +42,19 @@
 // by a stable hash of the cluster name; the hub reads them all
 // (ShardURLs).
 //
+// # Cluster instances
+//
+// WriterOptions.InstanceID (the agent's kube-system namespace UID) goes
+// into every document as instanceID, which makes it apiVersion v1alpha2
+// (a document without one stays v1alpha1). Before each commit the writer
+// reads the document on its ref; if it names another instance whose
+// heartbeat is younger than TakeOverAfter (3 heartbeat intervals) it
+// refuses: ErrInstanceConflict, flotilla_status_push_total{result=
+// "instance_conflict"}, the document stays pending and is retried. A
+// re-installed cluster thus takes its ref over once the old instance has
+// gone quiet, or at once with WriterOptions.TakeOver
+// (--status-take-over).
+//
 // # Reading the conditions
 //
 // UnitReady, UnitFailing, UnitFailure and ClusterFailure say how a
