@@ -69,6 +69,16 @@ type cycleRun struct {
 
 	rendered, applied, unchanged, failed, waiting atomic.Int64
 	driftCorrected                                atomic.Int64
+
+	// trees hashes the revision's checkout for slice.CheckHash, once per
+	// shared source per cycle.
+	treesOnce sync.Once
+	trees     *slice.TreeHasher
+}
+
+func (rc *cycleRun) hasher(dir string) *slice.TreeHasher {
+	rc.treesOnce.Do(func() { rc.trees = slice.NewTreeHasher(dir) })
+	return rc.trees
 }
 
 func (l *Loop) cycle(ctx context.Context, pre *syncOutcome) (*status.ClusterStatus, error) {

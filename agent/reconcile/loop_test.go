@@ -2,8 +2,6 @@ package reconcile_test
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -84,7 +82,7 @@ func writeSlice(t *testing.T, dir, clusterName string, units []unit) {
 	fmt.Fprintf(&b, "apiVersion: %s\nkind: %s\ncluster: %s\nunits:\n", slice.APIVersion, slice.Kind, clusterName)
 	for _, u := range units {
 		unitDir := slice.UnitDir(clusterName, u.name)
-		h := sha256.New()
+		var files []slice.File
 		names := make([]string, 0, len(u.files))
 		for n := range u.files {
 			names = append(names, n)
@@ -98,10 +96,10 @@ func writeSlice(t *testing.T, dir, clusterName string, units []unit) {
 			if err := os.WriteFile(p, []byte(u.files[n]), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			fmt.Fprintf(h, "%s\x00%s\x00", n, u.files[n])
+			files = append(files, slice.File{Name: n, Data: []byte(u.files[n])})
 		}
-		fmt.Fprintf(&b, "- name: %s\n  kind: kustomize\n  path: %s\n  prune: %v\n  wait: %v\n  timeout: 3s\n  hash: sha256:%s\n",
-			u.name, unitDir, !u.noPrune, u.wait, hex.EncodeToString(h.Sum(nil)))
+		fmt.Fprintf(&b, "- name: %s\n  kind: kustomize\n  path: %s\n  prune: %v\n  wait: %v\n  timeout: 3s\n  hash: %s\n",
+			u.name, unitDir, !u.noPrune, u.wait, slice.UnitHash(files, ""))
 		if len(u.dependsOn) > 0 {
 			fmt.Fprintf(&b, "  dependsOn: [%s]\n", strings.Join(u.dependsOn, ", "))
 		}
@@ -471,4 +469,58 @@ func TestLoopEmptyRenderNeverPrunesUnlessAllowed(t *testing.T) {
 	if _, err := e.value("cfg"); !apierrors.IsNotFound(err) {
 		t.Errorf("allowEmpty did not prune the ConfigMap: %v", err)
 	}
+}
+
+// TestSourceStaleIsRefused: sources pushed without re-rendering (the
+// slice's hash unchanged) are never applied, not even to a unit that
+// drifted; the unit reports SourceStale and its drift is corrected from the
+// last content it was verified at.
+func TestSourceStaleIsRefused(t *testing.T) {
+	e := newEnv(t, "stale", []unit{configMapUnit("cfg", "stale-apps", "reviewed")}, nil)
+	if st, err := e.cycle(); err != nil || readyReason(unitStatus(st, "cfg")) != "True/"+status.ReasonSucceeded {
+		t.Fatalf("first cycle: %v %+v", err, st)
+	}
+
+	// Change the unit's source, leaving slice.yaml (and its hash) alone.
+	unreviewed := configMapUnit("cfg", "stale-apps", "unreviewed").files["cm.yaml"]
+	cm := filepath.Join(e.dir, filepath.FromSlash(slice.UnitDir("stale", "cfg")), "cm.yaml")
+	if err := os.WriteFile(cm, []byte(unreviewed), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e.srv.Commit(t, e.name, gitserver.Maintainer, map[string]string{
+		filepath.ToSlash(mustRel(t, e.dir, cm)): unreviewed,
+	}, nil, "unreviewed source")
+	if _, err := e.cycle(); err != nil {
+		t.Fatalf("cycle at the unreviewed commit: %v", err)
+	}
+	if v, _ := e.value("cfg"); v != "reviewed" {
+		t.Fatalf("value %q after the unreviewed push", v)
+	}
+
+	// Drift makes the unit be rendered again: it must be refused.
+	live := &corev1.ConfigMap{}
+	if err := e.k.Get(context.Background(), client.ObjectKey{Namespace: e.ns, Name: "cfg"}, live); err != nil {
+		t.Fatal(err)
+	}
+	live.Data["value"] = "edited"
+	if err := e.k.Update(context.Background(), live, client.FieldOwner("kubectl-edit")); err != nil {
+		t.Fatal(err)
+	}
+	st, _ := e.cycle()
+	u := unitStatus(st, "cfg")
+	if got := readyReason(u); got != "False/"+status.ReasonSourceStale {
+		t.Errorf("Ready = %s, want False/%s (%+v)", got, status.ReasonSourceStale, u)
+	}
+	if v, _ := e.value("cfg"); v != "reviewed" {
+		t.Errorf("value %q, want the drift restored to the reviewed content", v)
+	}
+}
+
+func mustRel(t *testing.T, base, p string) string {
+	t.Helper()
+	rel, err := filepath.Rel(base, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rel
 }

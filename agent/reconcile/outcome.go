@@ -37,6 +37,10 @@ type outcome struct {
 	// only their health failed), which makes that revision the unit's
 	// applied revision and its last good source.
 	applied bool
+	// unverified: the unit was found up to date without reading its
+	// checkout, which then becomes its last good source only when it has
+	// none still on disk (sources may have moved without re-rendering).
+	unverified bool
 	// log, when set, is logged with logAttrs and the unit's name (and
 	// the error at Warn level when err is set).
 	log      string
@@ -64,7 +68,9 @@ func (l *Loop) finishUnit(rc *cycleRun, u slice.Unit, st *unitState, o outcome) 
 	if o.applied {
 		st.hash = u.Hash
 		st.appliedRevision = rev.Revision
-		st.good = &goodSource{dir: rev.Dir, unit: u, revision: rev.Revision}
+		if g := st.good; !o.unverified || g == nil || g.unit.Hash != u.Hash || !dirExists(g.dir) {
+			st.good = &goodSource{dir: rev.Dir, unit: u, revision: rev.Revision}
+		}
 	}
 	switch o.count {
 	case countFailed:

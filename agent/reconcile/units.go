@@ -137,22 +137,31 @@ func (l *Loop) reconcileUnit(ctx context.Context, rc *cycleRun, u slice.Unit, st
 		rc.unchanged.Add(1)
 		st.objects = chk.ManagedObjects
 		if st.ready && st.hash == u.Hash {
-			return outcome{reason: status.ReasonSucceeded, applied: true}
+			return outcome{reason: status.ReasonSucceeded, applied: true, unverified: true}
 		}
 		release()
 		ready, notReady, err := l.waitReady(ctx, u)
 		switch {
 		case ready:
-			return outcome{reason: status.ReasonSucceeded, applied: true}
+			return outcome{reason: status.ReasonSucceeded, applied: true, unverified: true}
 		case err != nil:
-			return outcome{reason: status.ReasonHealthCheckFailed, err: err, progressing: true, applied: true}
+			return outcome{reason: status.ReasonHealthCheckFailed, err: err, progressing: true, applied: true, unverified: true}
 		}
-		return outcome{reason: status.ReasonHealthCheckFailed, notReady: "not ready: " + summarize(notReady), progressing: true, applied: true}
+		return outcome{reason: status.ReasonHealthCheckFailed, notReady: "not ready: " + summarize(notReady), progressing: true, applied: true, unverified: true}
 	}
 	if chk != nil && len(chk.Drifted) > 0 && chk.Hash == u.Hash {
 		log.Info("drift detected", "objects", summarize(chk.Drifted))
 	}
 
+	// Render only what the slice's hash describes: sources pushed without
+	// re-rendering were never reviewed.
+	if err := slice.CheckHash(rc.hasher(rev.Dir), u); err != nil {
+		l.restoreDrift(ctx, rc, u, st, chk)
+		return outcome{
+			reason: status.ReasonSourceStale, err: err, stalled: true, count: countFailed,
+			log: "unit sources do not match the slice; the unit keeps its last applied state", logAttrs: []any{"revision", rev.Revision},
+		}
+	}
 	rc.rendered.Add(1)
 	out, err := render.Unit(ctx, rev.Dir, u, rc.renderOpts)
 	if err != nil {
@@ -198,6 +207,11 @@ func (l *Loop) reconcileUnit(ctx context.Context, rc *cycleRun, u slice.Unit, st
 func (l *Loop) restoreDrift(ctx context.Context, rc *cycleRun, u slice.Unit, st *unitState, chk *apply.UnitCheck) {
 	g := st.good
 	if chk == nil || !chk.Exists || len(chk.Drifted) == 0 || g == nil || g.unit.Hash != chk.Hash || !dirExists(g.dir) {
+		return
+	}
+	// The good checkout may be one the unit was only found up to date at.
+	if err := slice.CheckHash(slice.NewTreeHasher(g.dir), g.unit); err != nil {
+		l.log.Warn("drifted objects not restored: the last good checkout does not match its slice", "unit", u.Name, "revision", g.revision, "error", l.redact.err(err))
 		return
 	}
 	out, err := render.Unit(ctx, g.dir, g.unit, rc.renderOpts)

@@ -167,6 +167,7 @@ func (c *compiler) draftCluster(cl *fleet.Cluster) *clusterDraft {
 			Timeout:    metav1.Duration{Duration: a.TimeoutOrDefault()},
 			Namespace:  content.namespace,
 			Hash:       content.hash,
+			Inputs:     p.inputs,
 		}
 		if p.kind == slice.UnitHelm {
 			release := a.Spec.Source.Helm.ReleaseName

@@ -96,7 +96,7 @@ func Compile(ctx context.Context, repo *fleet.Repo, opts Options) (*Output, erro
 		ctx:    ctx,
 		repo:   repo,
 		opts:   opts,
-		hasher: newTreeHasher(repo.Root),
+		hasher: slice.NewTreeHasher(repo.Root),
 		nsMemo: map[string]*unitContent{},
 	}
 	return c.run()
@@ -108,7 +108,7 @@ type compiler struct {
 	opts   Options
 	errs   errorCollector
 	warns  errorCollector
-	hasher *treeHasher
+	hasher *slice.TreeHasher
 	apps   []*appPlan
 	charts []chartvendor.VendoredChart
 	nsMemo map[string]*unitContent
@@ -137,6 +137,7 @@ type appPlan struct {
 	policies []*policyPlan
 	// inputs are the repo paths the unit's render reads besides its unit
 	// directory; digest covers them.
+	inputs []slice.Input
 	digest string
 	memo   map[string]*unitContent
 	broken bool

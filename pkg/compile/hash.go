@@ -1,146 +1,21 @@
 package compile
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
-	"errors"
 	"fmt"
-	"hash"
-	"io"
-	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
 	"sort"
 	"strings"
-	"sync"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/flotilla-gitops/flotilla/pkg/slice"
 )
 
 // ErrOutsideRepo reports a source, chart or kustomize reference that leaves
-// the repo root.
-var ErrOutsideRepo = errors.New("path leaves the repo")
-
-// treeHasher hashes files and directory trees of the repo, caching every
-// directory's digest so that thousands of units sharing a source hash it
-// once. Paths are slash-separated and relative to the repo root.
-type treeHasher struct {
-	root string
-	mu   sync.Mutex
-	dirs map[string]string
-}
-
-func newTreeHasher(root string) *treeHasher {
-	return &treeHasher{root: root, dirs: map[string]string{}}
-}
-
-// hashPath returns the digest of a file or directory tree: for a directory,
-// over each entry's name, type and digest, sorted by name, so renames,
-// mode changes (executable bit) and content changes all change it.
-func (h *treeHasher) hashPath(rel string) (string, error) {
-	fi, err := os.Lstat(filepath.Join(h.root, filepath.FromSlash(rel)))
-	if err != nil {
-		return "", fmt.Errorf("hash %s: %w", rel, err)
-	}
-	return h.hashEntry(rel, fi)
-}
-
-func (h *treeHasher) hashEntry(rel string, fi fs.FileInfo) (string, error) {
-	switch {
-	case fi.IsDir():
-		return h.hashDir(rel)
-	case fi.Mode()&fs.ModeSymlink != 0:
-		// A link is hashed by its target text; a link leaving the repo would
-		// make the render read outside it, so it is refused.
-		target, err := os.Readlink(filepath.Join(h.root, filepath.FromSlash(rel)))
-		if err != nil {
-			return "", fmt.Errorf("hash %s: %w", rel, err)
-		}
-		if filepath.IsAbs(target) || !inRepo(path.Join(path.Dir(rel), filepath.ToSlash(target))) {
-			return "", fmt.Errorf("symlink %s -> %s: %w", rel, target, ErrOutsideRepo)
-		}
-		return digestString("l " + filepath.ToSlash(target)), nil
-	case fi.Mode().IsRegular():
-		return h.hashFile(rel, fi.Mode()&0o111 != 0)
-	default:
-		return "", fmt.Errorf("hash %s: not a regular file, directory or symlink", rel)
-	}
-}
-
-func (h *treeHasher) hashFile(rel string, exec bool) (string, error) {
-	f, err := os.Open(filepath.Join(h.root, filepath.FromSlash(rel)))
-	if err != nil {
-		return "", fmt.Errorf("hash %s: %w", rel, err)
-	}
-	defer f.Close()
-	d := sha256.New()
-	if exec {
-		d.Write([]byte("x "))
-	} else {
-		d.Write([]byte("f "))
-	}
-	if _, err := io.Copy(d, f); err != nil {
-		return "", fmt.Errorf("hash %s: %w", rel, err)
-	}
-	return hex.EncodeToString(d.Sum(nil)), nil
-}
-
-func (h *treeHasher) hashDir(rel string) (string, error) {
-	return h.hashDirExcept(rel, "")
-}
-
-// hashDirExcept hashes a directory tree leaving out the top-level entry
-// named skip (when not empty).
-func (h *treeHasher) hashDirExcept(rel, skip string) (string, error) {
-	key := rel
-	if skip != "" {
-		key = rel + "\x00" + skip
-	}
-	h.mu.Lock()
-	sum, ok := h.dirs[key]
-	h.mu.Unlock()
-	if ok {
-		return sum, nil
-	}
-	entries, err := os.ReadDir(filepath.Join(h.root, filepath.FromSlash(rel)))
-	if err != nil {
-		return "", fmt.Errorf("hash %s: %w", rel, err)
-	}
-	d := sha256.New()
-	d.Write([]byte("d\n"))
-	for _, e := range entries { // ReadDir sorts by name
-		if e.Name() == skip {
-			continue
-		}
-		fi, err := e.Info()
-		if err != nil {
-			return "", fmt.Errorf("hash %s: %w", path.Join(rel, e.Name()), err)
-		}
-		child, err := h.hashEntry(path.Join(rel, e.Name()), fi)
-		if err != nil {
-			return "", err
-		}
-		writeField(d, e.Name())
-		writeField(d, child)
-	}
-	sum = hex.EncodeToString(d.Sum(nil))
-	h.mu.Lock()
-	h.dirs[key] = sum
-	h.mu.Unlock()
-	return sum, nil
-}
-
-// writeField writes a length-prefixed string so that concatenations cannot
-// collide.
-func writeField(w hash.Hash, s string) {
-	fmt.Fprintf(w, "%d:%s\n", len(s), s)
-}
-
-func digestString(s string) string {
-	sum := sha256.Sum256([]byte(s))
-	return hex.EncodeToString(sum[:])
-}
+// the repo root. It is the slice contract's, which hashes units.
+var ErrOutsideRepo = slice.ErrOutsideRepo
 
 // inRepo reports whether a cleaned, slash-separated, repo-relative path stays
 // inside the repo.

@@ -1,8 +1,6 @@
 package compile
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -370,21 +368,17 @@ func (c *compiler) digestApp(p *appPlan) error {
 	if readsAppFile {
 		roots = append(roots, appFile)
 	}
-	d := sha256.New()
-	for _, r := range roots {
-		var sum string
-		var err error
+	inputs := make([]slice.Input, len(roots))
+	for i, r := range roots {
+		inputs[i] = slice.Input{Path: r}
 		if r == appDir {
-			sum, err = c.hasher.hashDirExcept(r, fleet.AppFile)
-		} else {
-			sum, err = c.hasher.hashPath(r)
+			inputs[i].Except = fleet.AppFile
 		}
-		if err != nil {
-			return fmt.Errorf("application %s: %w", p.app.Metadata.Name, err)
-		}
-		writeField(d, r)
-		writeField(d, sum)
 	}
-	p.digest = hex.EncodeToString(d.Sum(nil))
+	digest, err := c.hasher.InputsDigest(inputs)
+	if err != nil {
+		return fmt.Errorf("application %s: %w", p.app.Metadata.Name, err)
+	}
+	p.inputs, p.digest = inputs, digest
 	return nil
 }

@@ -1,8 +1,6 @@
 package compile
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"strconv"
 	"strings"
@@ -176,15 +174,11 @@ func (c *compiler) expandValues(v map[string]any, field string, expand func(s, f
 }
 
 // unitHash covers the unit directory's files and the digest of everything
-// else the unit's render reads.
+// else the unit's render reads (slice.UnitHash, which the agent checks).
 func unitHash(files []unitFile, inputs string) string {
-	d := sha256.New()
-	writeField(d, "flotilla-unit-v1")
-	for _, f := range files {
-		sum := sha256.Sum256(f.data)
-		writeField(d, f.name)
-		writeField(d, hex.EncodeToString(sum[:]))
+	fs := make([]slice.File, len(files))
+	for i, f := range files {
+		fs[i] = slice.File{Name: f.name, Data: f.data}
 	}
-	writeField(d, inputs)
-	return "sha256:" + hex.EncodeToString(d.Sum(nil))
+	return slice.UnitHash(fs, inputs)
 }

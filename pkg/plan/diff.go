@@ -188,6 +188,13 @@ func (pl *planner) unit(cluster string, up *unitPair) (*UnitPlan, error) {
 			return u, nil
 		}
 		headObjs = j.objs
+		// The agent refuses an empty render unless the unit allows it, and
+		// keeps what it applied: listing its objects as removed would be
+		// wrong.
+		if len(headObjs) == 0 && up.head != nil && !up.head.AllowEmpty {
+			u.Error = "renders no objects and allowEmpty is not set: the agent refuses the unit and keeps what it applied"
+			return u, nil
+		}
 	}
 	objs, err := diffObjects(baseObjs, headObjs)
 	if err != nil {

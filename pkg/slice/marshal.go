@@ -137,6 +137,17 @@ func Marshal(s *Slice) []byte {
 		}
 		b.WriteString("\n  hash: ")
 		b.WriteString(QuoteScalar(u.Hash))
+		if len(u.Inputs) > 0 {
+			b.WriteString("\n  inputs:")
+			for _, in := range u.Inputs {
+				b.WriteString("\n  - path: ")
+				b.WriteString(QuoteScalar(in.Path))
+				if in.Except != "" {
+					b.WriteString("\n    except: ")
+					b.WriteString(QuoteScalar(in.Except))
+				}
+			}
+		}
 		b.WriteByte('\n')
 	}
 	return b.Bytes()

@@ -116,6 +116,11 @@ func (s *Slice) Validate() error {
 		if !validHash(u.Hash) {
 			return bad("%s.hash %q: want sha256:<64 hex digits>", at, u.Hash)
 		}
+		for j, in := range u.Inputs {
+			if in.Path == "" || !cleanRepoPath(in.Path) || strings.Contains(in.Except, "/") {
+				return bad("%s.inputs[%d] %q: not a clean path inside the repo", at, j, in.Path)
+			}
+		}
 		seen[u.Name] = true
 	}
 	return nil

@@ -93,6 +93,10 @@ type Unit struct {
 	// directory and the sources it references), so an agent can skip an
 	// unchanged unit without rendering it.
 	Hash string `json:"hash"`
+	// Inputs are the repo paths besides Path that Hash covers, in hashing
+	// order, so that the agent can check its checkout against Hash before
+	// rendering (CheckHash).
+	Inputs []Input `json:"inputs,omitempty"`
 }
 
 // HelmRelease says what to template for a helm unit. Paths are relative to

@@ -34,6 +34,9 @@ const (
 	ReasonDependencyNotReady = "DependencyNotReady"
 	ReasonFetchFailed        = "GitOperationFailed"
 	ReasonVerificationFailed = "VerificationFailed"
+	// ReasonSourceStale: a unit's sources in Git do not match the hash its
+	// slice records (pushed without re-rendering); the unit is refused.
+	ReasonSourceStale = "SourceStale"
 )
 
 // RefFor is the status ref of a cluster.

@@ -3,8 +3,6 @@ package e2e_test
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"io/fs"
 	"maps"
@@ -210,7 +208,7 @@ func writeHandSlice(t *testing.T, dir, cluster string, units []handUnit) {
 	s := slice.Slice{APIVersion: slice.APIVersion, Kind: slice.Kind, Cluster: cluster}
 	for _, u := range units {
 		unitDir := slice.UnitDir(cluster, u.name)
-		h := sha256.New()
+		var files []slice.File
 		for _, p := range slices.Sorted(maps.Keys(u.files)) {
 			full := filepath.Join(dir, filepath.FromSlash(unitDir), filepath.FromSlash(p))
 			if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
@@ -219,7 +217,7 @@ func writeHandSlice(t *testing.T, dir, cluster string, units []handUnit) {
 			if err := os.WriteFile(full, []byte(u.files[p]), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			fmt.Fprintf(h, "%s\x00%d\x00%s", p, len(u.files[p]), u.files[p])
+			files = append(files, slice.File{Name: p, Data: []byte(u.files[p])})
 		}
 		kind := u.kind
 		if kind == "" {
@@ -228,7 +226,7 @@ func writeHandSlice(t *testing.T, dir, cluster string, units []handUnit) {
 		su := slice.Unit{
 			Name: u.name, Kind: kind, Path: unitDir, Helm: u.helm, DependsOn: u.dependsOn,
 			Prune: true, Wait: u.wait, Timeout: metav1.Duration{Duration: 2 * time.Minute},
-			Namespace: u.namespace, Hash: "sha256:" + hex.EncodeToString(h.Sum(nil)),
+			Namespace: u.namespace, Hash: slice.UnitHash(files, ""),
 		}
 		if su.Helm != nil {
 			su.Helm.Values = slice.UnitDir(cluster, u.name) + "/values.yaml"
