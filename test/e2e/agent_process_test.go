@@ -33,8 +33,14 @@ type agentProc struct {
 // the admin kubeconfig; args are appended to the common ones.
 func startAgentProc(t *testing.T, c *testenv.Cluster, repo *fleetRepo, cluster, namespace, identity, cacheDir, creds string, args ...string) *agentProc {
 	t.Helper()
+	return startAgentProcKubeconfig(t, c.AdminKubeconfig(), repo, cluster, namespace, identity, cacheDir, creds, args...)
+}
+
+// startAgentProcKubeconfig is startAgentProc with the given kubeconfig.
+func startAgentProcKubeconfig(t *testing.T, kubeconfig string, repo *fleetRepo, cluster, namespace, identity, cacheDir, creds string, args ...string) *agentProc {
+	t.Helper()
 	all := append([]string{
-		"--kubeconfig", c.AdminKubeconfig(),
+		"--kubeconfig", kubeconfig,
 		"--cluster-name", cluster, "--repo-url", repo.url, "--git-credentials-dir", creds,
 		"--cache-dir", cacheDir, "--namespace", namespace, "--identity", identity,
 		"--metrics-addr", "127.0.0.1:0", "--health-addr", "127.0.0.1:0",

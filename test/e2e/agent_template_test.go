@@ -3,6 +3,7 @@ package e2e_test
 import (
 	"encoding/json"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +16,8 @@ import (
 
 	"github.com/flotilla-gitops/flotilla/pkg/apply"
 	"github.com/flotilla-gitops/flotilla/pkg/status"
+	"github.com/flotilla-gitops/flotilla/test/agentproc"
+	"github.com/flotilla-gitops/flotilla/test/testenv"
 )
 
 // templateWorkloads are member1's Deployments in the template, with the
@@ -38,14 +41,80 @@ var templateWorkloads = []struct {
 // removing an application prunes its objects and nothing else; a broken
 // kustomization changes nothing in the cluster and is reported in status.
 func TestAgentTemplateLifecycle(t *testing.T) {
-	c := agentCluster(t)
+	runTemplateLifecycle(t, agentCluster(t), templateOptions{})
+}
+
+// templateOptions vary how runTemplateLifecycle runs the agent.
+type templateOptions struct {
+	// kubeconfig, when set, runs the flotilla-agent binary with it (and
+	// --leader-elect, as the DaemonSet does) instead of the in-process loop
+	// with the admin config.
+	kubeconfig string
+	// namespace is the agent's own (Lease, inventories); flotilla-member1
+	// when empty.
+	namespace string
+	// repoName names the fleet repo on the shared Git server, which holds
+	// every test's repos; "template" when empty.
+	repoName string
+}
+
+// templateAgent is what the lifecycle needs of an agent, in process or a
+// process.
+type templateAgent interface {
+	waitStatus(timeout time.Duration, what string, cond func(*status.ClusterStatus) bool) *status.ClusterStatus
+	waitApplied(timeout time.Duration, revision string) *status.ClusterStatus
+	// logText is the agent's JSON log so far.
+	logText() string
+	// statusFile reads the status file the agent wrote.
+	statusFile() (*status.ClusterStatus, error)
+}
+
+func (a *inprocAgent) logText() string                            { return a.logs.String() }
+func (a *inprocAgent) statusFile() (*status.ClusterStatus, error) { return readStatusFile(a) }
+
+func (p *agentProc) logText() string {
+	b, err := os.ReadFile(p.LogPath())
+	if err != nil {
+		p.t.Errorf("agent log: %v", err)
+	}
+	return string(b)
+}
+
+func (p *agentProc) statusFile() (*status.ClusterStatus, error) {
+	return agentproc.ReadStatus(p.cacheDir)
+}
+
+func (p *agentProc) waitApplied(timeout time.Duration, revision string) *status.ClusterStatus {
+	p.t.Helper()
+	return p.waitStatus(timeout, "every unit Ready at "+revision, func(st *status.ClusterStatus) bool {
+		return st.AppliedRevision == revision && allUnitsReady(st)
+	})
+}
+
+// runTemplateLifecycle is TestAgentTemplateLifecycle's body, on cluster c
+// (which must not hold the template's apps yet).
+func runTemplateLifecycle(t *testing.T, c *testenv.Cluster, o templateOptions) {
+	if o.namespace == "" {
+		o.namespace = "flotilla-member1"
+	}
+	if o.repoName == "" {
+		o.repoName = "template"
+	}
 	k := c.Client()
 	dir := copyTemplate(t)
 	hubRender(t, dir)
-	repo := newFleetRepo(t, agentGit(t), "template", dir)
+	repo := newFleetRepo(t, agentGit(t), o.repoName, dir)
 	const interval = 3 * time.Second
-	a := newInprocAgent(t, c, agentSpec{cluster: "member1", repo: repo, interval: interval})
-	a.start()
+	var a templateAgent
+	if o.kubeconfig == "" {
+		in := newInprocAgent(t, c, agentSpec{cluster: "member1", repo: repo, interval: interval, namespace: o.namespace})
+		in.start()
+		a = in
+	} else {
+		creds := agentUser(t, repo.srv, "member1")
+		a = startAgentProcKubeconfig(t, o.kubeconfig, repo, "member1", o.namespace, "member1-agent", t.TempDir(), creds,
+			"--interval", interval.String(), "--leader-elect")
+	}
 
 	rev1 := repo.head()
 	var st *status.ClusterStatus
@@ -80,7 +149,7 @@ func TestAgentTemplateLifecycle(t *testing.T) {
 				t.Errorf("unit %s: %+v", u.Name, u)
 			}
 			cm := &corev1.ConfigMap{}
-			if err := k.Get(testCtx(t), client.ObjectKey{Namespace: "flotilla-member1", Name: apply.InventoryName(u.Name)}, cm); err != nil {
+			if err := k.Get(testCtx(t), client.ObjectKey{Namespace: o.namespace, Name: apply.InventoryName(u.Name)}, cm); err != nil {
 				t.Errorf("inventory of %s: %v", u.Name, err)
 			}
 		}
@@ -106,7 +175,7 @@ func TestAgentTemplateLifecycle(t *testing.T) {
 		}
 		// The agent's own record: each dependent's apply began after its
 		// dependencies' applies returned Ready.
-		events := agentEvents(t, a.logs.String())
+		events := agentEvents(t, a.logText())
 		for _, e := range [][2]string{{"backend-api", "mysql-db"}, {"backend-api", "redis-cache"}, {"frontend-web", "backend-api"}, {"backend", "flotilla-namespaces"}} {
 			applying, ok1 := events.first("applying unit", e[0])
 			ready, ok2 := events.first("unit applied", e[1])
@@ -148,7 +217,7 @@ func TestAgentTemplateLifecycle(t *testing.T) {
 			return *d.Spec.Replicas == 10 && len(env) == 1 && env[0].Value == "info", fmt.Sprintf("replicas %d env %v", *d.Spec.Replicas, env)
 		})
 		t.Logf("edit reverted after %s (interval %s)", time.Since(edited).Round(10*time.Millisecond), interval)
-		assertCorrectedByNextCycle(t, edited, a.logs.String)
+		assertCorrectedByNextCycle(t, edited, a.logText)
 		a.waitStatus(time.Minute, "the drift correction in status", func(st *status.ClusterStatus) bool {
 			u := unitOf(st, "backend")
 			return u != nil && u.DriftCorrections >= 1 && unitIsReady(u)
@@ -210,7 +279,7 @@ func TestAgentTemplateLifecycle(t *testing.T) {
 			t.Errorf("namespace web (unit flotilla-namespaces) must stay: %v", err)
 		}
 		cm := &corev1.ConfigMap{}
-		if err := k.Get(testCtx(t), client.ObjectKey{Namespace: "flotilla-member1", Name: apply.InventoryName("nginx")}, cm); !apierrors.IsNotFound(err) {
+		if err := k.Get(testCtx(t), client.ObjectKey{Namespace: o.namespace, Name: apply.InventoryName("nginx")}, cm); !apierrors.IsNotFound(err) {
 			t.Errorf("inventory of nginx: %v, want not found", err)
 		}
 	})
@@ -252,7 +321,7 @@ func TestAgentTemplateLifecycle(t *testing.T) {
 			}
 		}
 		// The written status file says the same.
-		file, err := readStatusFile(a)
+		file, err := a.statusFile()
 		if err != nil || unitOf(file, "backend") == nil || unitOf(file, "backend").LastError == "" {
 			t.Errorf("status file: %v %+v", err, file)
 		}
@@ -260,7 +329,7 @@ func TestAgentTemplateLifecycle(t *testing.T) {
 		// never written.
 		afterBad := time.Now()
 		waitFor(t, 2*time.Minute, "two more cycles", func() (bool, string) {
-			n := len(cyclesAfter(a.logs.String(), afterBad))
+			n := len(cyclesAfter(a.logText(), afterBad))
 			return n >= 2, fmt.Sprintf("%d cycles", n)
 		})
 		dep, err = getDeployment(t, k, "backend", "backend")

@@ -104,14 +104,14 @@ func TestInstallServerSideDryRun(t *testing.T) {
 	edge := renderKustomize(t, "manifests/overlays/edge")
 	appliedForReal := map[string]bool{} // by earlier cases too
 	cases := []struct {
-		name             string
-		objs             []*unstructured.Unstructured
-		tenantNamespaces []string
-		podSecurity      string
+		name          string
+		objs          []*unstructured.Unstructured
+		appNamespaces []string
+		podSecurity   string
 	}{
 		{"base", renderKustomize(t, "manifests/base"), nil, "restricted"},
 		{"chart", renderChart(t, "test/e2e/testdata/chart-values/base.yaml"), nil, "restricted"},
-		{"tenant", renderKustomize(t, "manifests/overlays/tenant"), []string{"team-a"}, "restricted"},
+		{"namespaced", renderKustomize(t, "manifests/overlays/namespaced"), []string{"team-a"}, "restricted"},
 		{"edge", edge, nil, "privileged"},
 		{"bootstrap", boot, nil, "restricted"},
 	}
@@ -131,7 +131,7 @@ func TestInstallServerSideDryRun(t *testing.T) {
 			for _, o := range split(tc.objs, isNamespace) {
 				appliedForReal[objectID(o)] = true
 			}
-			for _, ns := range tc.tenantNamespaces {
+			for _, ns := range tc.appNamespaces {
 				if err := c.CreateNamespace(ctx, ns); err != nil {
 					t.Fatal(err)
 				}

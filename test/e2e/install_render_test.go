@@ -112,8 +112,8 @@ func TestInstallKustomizeEqualsHelm(t *testing.T) {
 			map[string]int{"Namespace": 1, "ServiceAccount": 1, "ClusterRole": 1, "ClusterRoleBinding": 1, "Role": 1, "RoleBinding": 1, "ConfigMap": 1, "Secret": 3, "DaemonSet": 1, "Service": 1}},
 		{"manifests/overlays/edge", "test/e2e/testdata/chart-values/edge.yaml",
 			map[string]int{"Namespace": 1, "DaemonSet": 1, "ClusterRole": 1}},
-		{"manifests/overlays/tenant", "test/e2e/testdata/chart-values/tenant.yaml",
-			map[string]int{"ServiceAccount": 2, "ClusterRole": 1, "Role": 3, "RoleBinding": 3}},
+		{"manifests/overlays/namespaced", "test/e2e/testdata/chart-values/namespaced.yaml",
+			map[string]int{"ServiceAccount": 1, "ClusterRole": 1, "Role": 2, "RoleBinding": 2}},
 	}
 	for _, tc := range cases {
 		t.Run(filepath.Base(tc.kustomize), func(t *testing.T) {
@@ -259,5 +259,66 @@ func TestInstallSettingsAreAgentFlags(t *testing.T) {
 	}
 	if checked < 30 {
 		t.Errorf("only %d settings checked: the manifests lost their settings?", checked)
+	}
+}
+
+// TestInstallNamespacedOverlayGrantsNoClusterWrites: the namespaced
+// overlay (and the chart's rbac.scope=namespaced) keeps no ClusterRole that
+// writes or has a wildcard; its cluster-wide grant is the capacity report's
+// reads; every namespaced grant is in the agent's own namespace or a listed
+// app namespace, bound to the agent's ServiceAccount.
+func TestInstallNamespacedOverlayGrantsNoClusterWrites(t *testing.T) {
+	for name, objs := range map[string][]*unstructured.Unstructured{
+		"kustomize": renderKustomize(t, "manifests/overlays/namespaced"),
+		"chart":     renderChart(t, "test/e2e/testdata/chart-values/namespaced.yaml"),
+	} {
+		t.Run(name, func(t *testing.T) {
+			roles := map[string]bool{}
+			for _, o := range objs {
+				switch o.GetKind() {
+				case "ClusterRole":
+					roles[o.GetName()] = true
+					rules, _, _ := unstructured.NestedSlice(o.Object, "rules")
+					if len(rules) == 0 {
+						t.Errorf("ClusterRole %s has no rules", o.GetName())
+					}
+					for _, r := range rules {
+						rule := r.(map[string]any)
+						for _, field := range []string{"apiGroups", "resources", "verbs", "nonResourceURLs"} {
+							vals, _, _ := unstructured.NestedStringSlice(rule, field)
+							for _, v := range vals {
+								if v == "*" {
+									t.Errorf("ClusterRole %s: %s %q", o.GetName(), field, v)
+								}
+								if field == "verbs" && !slices.Contains([]string{"get", "list", "watch"}, v) {
+									t.Errorf("ClusterRole %s grants %q: only reads are cluster-wide", o.GetName(), v)
+								}
+							}
+						}
+					}
+				case "ClusterRoleBinding":
+					ref, _, _ := unstructured.NestedString(o.Object, "roleRef", "name")
+					if ref != "flotilla-agent-capacity" {
+						t.Errorf("ClusterRoleBinding %s binds %s", o.GetName(), ref)
+					}
+				case "Role", "RoleBinding":
+					if ns := o.GetNamespace(); ns != bootstrap.DefaultNamespace && ns != "team-a" {
+						t.Errorf("%s %s in namespace %s", o.GetKind(), o.GetName(), ns)
+					}
+				}
+				if o.GetKind() == "RoleBinding" || o.GetKind() == "ClusterRoleBinding" {
+					subjects, _, _ := unstructured.NestedSlice(o.Object, "subjects")
+					for _, s := range subjects {
+						s := s.(map[string]any)
+						if s["kind"] != "ServiceAccount" || s["name"] != "flotilla-agent" || s["namespace"] != bootstrap.DefaultNamespace {
+							t.Errorf("%s %s binds %v, want only the agent's ServiceAccount", o.GetKind(), o.GetName(), s)
+						}
+					}
+				}
+			}
+			if !roles["flotilla-agent-capacity"] || len(roles) != 1 {
+				t.Errorf("ClusterRoles %v, want only flotilla-agent-capacity", roles)
+			}
+		})
 	}
 }
