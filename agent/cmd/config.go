@@ -110,11 +110,11 @@ func (o *options) bindFlags(f *pflag.FlagSet) {
 
 	f.BoolVar(&o.leaderElect, "leader-elect", false, "elect a leader on a Lease so that only one replica reconciles")
 	f.StringVar(&o.leaseName, "leader-election-id", defaultLeaseName, "name of the leader Lease in --namespace")
-	f.StringVar(&o.stateName, "state-configmap", state.DefaultName, "name of the ConfigMap in --namespace holding the agent's trust state, shared by its replicas: the last accepted revision and strict verification's anchor")
 	f.DurationVar(&o.leaseDuration, "leader-election-lease-duration", 15*time.Second, "how long a lease is valid; a dead leader is replaced after at most this")
 	f.DurationVar(&o.renewDeadline, "leader-election-renew-deadline", 10*time.Second, "how long the leader keeps trying to renew before it gives up (and exits)")
 	f.DurationVar(&o.retryPeriod, "leader-election-retry-period", 2*time.Second, "how often candidates try to acquire or renew the lease")
 	f.StringVar(&o.identity, "identity", "", "this replica's identity in the Lease and in status (default: $POD_NAME, else hostname with a random suffix)")
+	f.StringVar(&o.stateName, "state-configmap", state.DefaultName, "name of the ConfigMap in --namespace holding the agent's trust state, shared by its replicas: the last accepted revision and strict verification's anchor")
 
 	f.StringVar(&o.metricsAddr, "metrics-addr", ":8080", "address of the Prometheus /metrics endpoint (\"0\" disables it)")
 	f.StringVar(&o.healthAddr, "health-addr", ":9440", "address of the /healthz and /readyz probes (\"0\" disables it)")
