@@ -104,7 +104,11 @@ func (l *Loop) cycle(ctx context.Context, pre *syncOutcome) (*status.ClusterStat
 		verif = v
 		if err != nil {
 			problems = append(problems, loopProblem{reason, err})
-			if a := l.fallback(ctx, candidate.Hash); a != nil {
+			a, serr := l.fallback(ctx, candidate.Hash)
+			if serr != nil {
+				problems = append(problems, loopProblem{reason, serr})
+			}
+			if a != nil {
 				l.log.Warn("reconciling the last accepted revision", "revision", a.res.Revision, "refused", candidate.Revision)
 				rev = a
 			}
@@ -114,10 +118,14 @@ func (l *Loop) cycle(ctx context.Context, pre *syncOutcome) (*status.ClusterStat
 		rc.rev = rev
 	}
 	if candidate == nil {
-		if a := l.fallback(ctx, ""); a != nil {
+		a, serr := l.fallback(ctx, "")
+		switch {
+		case a != nil:
 			l.log.Warn("reconciling the last accepted revision", "revision", a.res.Revision)
 			rc.rev = a
-		} else {
+		case serr != nil:
+			problems = append(problems, loopProblem{status.ReasonFetchFailed, serr})
+		default:
 			problems = append(problems, loopProblem{status.ReasonFetchFailed, ErrNoRevision})
 		}
 	}
@@ -179,43 +187,44 @@ func (l *Loop) accept(ctx context.Context, res gitrepo.Result) (*acceptedRev, *s
 // head (refused; "" when there is no head at all): this process's last
 // accepted revision, else the one recorded in the cluster by an earlier
 // process, checked out again when its directory is gone (a new cache, or
-// removed by a later sync). Nil when there is none or it cannot be had.
-func (l *Loop) fallback(ctx context.Context, refused string) *acceptedRev {
+// removed by a later sync). Nil when there is none or it cannot be had;
+// the error, for status, is a record in the cluster that cannot be read or
+// is corrupt (never trusted).
+func (l *Loop) fallback(ctx context.Context, refused string) (*acceptedRev, error) {
 	a := l.accepted
 	if a == nil && l.cfg.State != nil {
 		rev, err := l.cfg.State.LoadAccepted(ctx)
 		if err != nil {
-			l.log.Warn("reading the last accepted revision failed", "error", l.redact.err(err))
-			return nil
+			return nil, fmt.Errorf("last accepted revision: %w", err)
 		}
 		hash, ok := strings.CutPrefix(rev, l.cfg.Branch+"@sha1:")
 		if !ok || hash == "" {
-			return nil
+			return nil, nil
 		}
 		a = &acceptedRev{res: gitrepo.Result{Revision: rev, Hash: hash}, restored: true}
 	}
 	if a == nil || a.res.Hash == refused {
-		return nil
+		return nil, nil
 	}
 	if !dirExists(a.res.Dir) {
 		co, ok := l.cfg.Source.(Checkouter)
 		if !ok {
-			return nil
+			return nil, nil
 		}
 		res, err := co.Checkout(ctx, a.res.Hash)
 		if err != nil {
 			l.log.Warn("checking out the last accepted revision failed", "revision", a.res.Revision, "error", l.redact.err(err))
-			return nil
+			return nil, nil
 		}
 		sl, err := slice.Read(res.Dir, l.cfg.Cluster)
 		if err != nil {
 			l.log.Warn("reading the last accepted revision's slice failed", "revision", a.res.Revision, "error", l.redact.err(err))
-			return nil
+			return nil, nil
 		}
 		a = &acceptedRev{res: res, slice: sl, restored: a.restored}
 		l.accepted = a
 	}
-	return a
+	return a, nil
 }
 
 // record writes an accepted revision to the cluster once; a failed write

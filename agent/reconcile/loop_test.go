@@ -446,8 +446,8 @@ func TestLoopLastAcceptedRevisionSurvivesRestart(t *testing.T) {
 	e.loop = e.newLoop(verifier, store)
 	edit("edited-again")
 	st, err = e.cycle()
-	if err == nil || len(st.Units) != 0 {
-		t.Errorf("with a corrupt record: %v, units %+v", err, st.Units)
+	if !errors.Is(err, state.ErrCorrupt) || len(st.Units) != 0 || !strings.Contains(st.LastError, "corrupt") {
+		t.Errorf("with a corrupt record: %v, units %+v, last error %q", err, st.Units, st.LastError)
 	}
 	if v, _ := e.value("cfg"); v != "edited-again" {
 		t.Errorf("a corrupt record was trusted: value %q", v)
