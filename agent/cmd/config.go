@@ -12,6 +12,8 @@ import (
 
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	"github.com/spf13/pflag"
+
+	"github.com/flotilla-gitops/flotilla/agent/state"
 	"sigs.k8s.io/yaml"
 )
 
@@ -56,6 +58,7 @@ type options struct {
 
 	leaderElect   bool
 	leaseName     string
+	stateName     string
 	leaseDuration time.Duration
 	renewDeadline time.Duration
 	retryPeriod   time.Duration
@@ -111,6 +114,7 @@ func (o *options) bindFlags(f *pflag.FlagSet) {
 	f.DurationVar(&o.renewDeadline, "leader-election-renew-deadline", 10*time.Second, "how long the leader keeps trying to renew before it gives up (and exits)")
 	f.DurationVar(&o.retryPeriod, "leader-election-retry-period", 2*time.Second, "how often candidates try to acquire or renew the lease")
 	f.StringVar(&o.identity, "identity", "", "this replica's identity in the Lease and in status (default: $POD_NAME, else hostname with a random suffix)")
+	f.StringVar(&o.stateName, "state-configmap", state.DefaultName, "name of the ConfigMap in --namespace holding the agent's trust state, shared by its replicas: the last accepted revision and strict verification's anchor")
 
 	f.StringVar(&o.metricsAddr, "metrics-addr", ":8080", "address of the Prometheus /metrics endpoint (\"0\" disables it)")
 	f.StringVar(&o.healthAddr, "health-addr", ":9440", "address of the /healthz and /readyz probes (\"0\" disables it)")
@@ -300,6 +304,9 @@ func (o *options) finish(lookup func(string) (string, bool)) error {
 	}
 	if o.workers <= 0 {
 		bad("--workers must be positive")
+	}
+	if o.stateName == "" {
+		bad("--state-configmap must not be empty")
 	}
 	if o.leaderElect {
 		if o.leaseName == "" {

@@ -29,6 +29,7 @@ import (
 
 	"github.com/flotilla-gitops/flotilla/agent/metrics"
 	"github.com/flotilla-gitops/flotilla/agent/reconcile"
+	"github.com/flotilla-gitops/flotilla/agent/state"
 	"github.com/flotilla-gitops/flotilla/pkg/apply"
 	"github.com/flotilla-gitops/flotilla/pkg/gitrepo"
 	"github.com/flotilla-gitops/flotilla/pkg/render"
@@ -136,7 +137,10 @@ func run(ctx context.Context, o *options, stderr io.Writer) error {
 	}
 	disc := reconcile.NewKubeDiscoveryWithClient(kube.Discovery)
 	m := metrics.New()
-	verifier, err := newVerifier(o, src, m)
+	// Trust state (last accepted revision, strict verification's anchor)
+	// lives in the cluster: the cache is an emptyDir, lost with the pod.
+	store := &state.Store{Client: kube.Client, Namespace: o.namespace, Name: o.stateName, Branch: o.branch}
+	verifier, err := newVerifier(o, src, store, m)
 	if err != nil {
 		return err
 	}
@@ -158,7 +162,7 @@ func run(ctx context.Context, o *options, stderr io.Writer) error {
 	}
 	loop, err := reconcile.New(reconcile.Config{
 		Cluster: o.clusterName, Branch: o.branch,
-		Source: src, Applier: applier, Discovery: disc, Verifier: verifier, Volcano: jobs,
+		Source: src, Applier: applier, Discovery: disc, Verifier: verifier, Volcano: jobs, State: store,
 		Sink:    statusSink(o, statusWriter),
 		Metrics: m, Logger: log,
 		Interval: o.interval, PollInterval: o.pollInterval, Workers: o.workers,

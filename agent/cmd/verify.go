@@ -12,18 +12,21 @@ import (
 
 	"github.com/flotilla-gitops/flotilla/agent/metrics"
 	"github.com/flotilla-gitops/flotilla/agent/reconcile"
+	"github.com/flotilla-gitops/flotilla/agent/state"
 	"github.com/flotilla-gitops/flotilla/pkg/gitrepo"
 	"github.com/flotilla-gitops/flotilla/pkg/verify"
 )
 
 // verifyOptions are the commit signature verification settings.
 type verifyOptions struct {
-	mode    string
-	keysDir string
+	mode      string
+	keysDir   string
+	trustRoot string
 }
 
 func (v *verifyOptions) bindFlags(f *pflag.FlagSet) {
 	f.StringVar(&v.mode, "verify-mode", string(verify.ModeNone), "commit signature verification: none; head (the branch head must be signed by a trusted key); strict (every commit since the last accepted one too)")
+	f.StringVar(&v.trustRoot, "verify-trust-root", "", "strict mode: the full hash of a commit of the branch the operator vouches for; verification starts there when no anchor is recorded in the cluster yet (every later commit must be signed). Without it and without an anchor, strict mode refuses every head")
 	f.StringVar(&v.keysDir, "verify-keys-dir", "", "directory of a mounted Secret holding the trusted OpenPGP and SSH public keys; re-read every cycle, so updating the Secret rotates keys without a restart")
 }
 
@@ -56,6 +59,9 @@ func (o *options) verifyProblems() []string {
 	if err != nil {
 		return []string{"--verify-mode: " + err.Error()}
 	}
+	if o.verifyOpts.trustRoot != "" && !state.ValidHash(o.verifyOpts.trustRoot) {
+		return []string{fmt.Sprintf("--verify-trust-root %q: want a full, lower-case commit hash", o.verifyOpts.trustRoot)}
+	}
 	if mode == verify.ModeNone {
 		return nil
 	}
@@ -84,9 +90,9 @@ func verificationFailures(reg prometheus.Registerer) (*prometheus.CounterVec, er
 }
 
 // newVerifier builds the loop's commit verifier; nil in mode none (the
-// loop still refuses revisions of another branch). The last accepted
-// commit is kept under --cache-dir, so strict mode survives restarts.
-func newVerifier(o *options, src *gitrepo.Source, m *metrics.Metrics) (reconcile.Verifier, error) {
+// loop still refuses revisions of another branch). Strict mode's anchor
+// is kept in the cluster (store), so it survives restarts and failover.
+func newVerifier(o *options, src *gitrepo.Source, store *state.Store, m *metrics.Metrics) (reconcile.Verifier, error) {
 	mode, err := verify.ParseMode(o.verifyOpts.mode)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
@@ -98,7 +104,8 @@ func newVerifier(o *options, src *gitrepo.Source, m *metrics.Metrics) (reconcile
 		Mode:      mode,
 		KeysDir:   o.verifyOpts.keysDir,
 		Commits:   src,
-		StateFile: filepath.Join(o.cacheDir, "verify-state.json"),
+		Anchor:    store,
+		TrustRoot: o.verifyOpts.trustRoot,
 	}
 	if m != nil {
 		failures, err := verificationFailures(m.Registry())

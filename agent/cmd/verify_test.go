@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/flotilla-gitops/flotilla/agent/metrics"
+	"github.com/flotilla-gitops/flotilla/agent/state"
 	"github.com/flotilla-gitops/flotilla/pkg/gitrepo"
 	"github.com/flotilla-gitops/flotilla/pkg/verify"
 )
@@ -68,10 +69,23 @@ func TestVerifyFromFluxGitRepository(t *testing.T) {
 	}
 }
 
+func TestVerifyTrustRootFlag(t *testing.T) {
+	root := strings.Repeat("ab", 20)
+	o, err := parse(t, []string{"--cluster-name", "c", "--repo-url", "https://git.example.com/fleet.git",
+		"--verify-mode", "strict", "--verify-keys-dir", t.TempDir(), "--verify-trust-root", root}, nil)
+	if err != nil || o.verifyOpts.trustRoot != root {
+		t.Fatalf("--verify-trust-root: %+v, %v", o, err)
+	}
+	if _, err := parse(t, []string{"--cluster-name", "c", "--repo-url", "https://git.example.com/fleet.git",
+		"--verify-mode", "strict", "--verify-keys-dir", t.TempDir(), "--verify-trust-root", "main"}, nil); !errors.Is(err, ErrConfig) {
+		t.Errorf("--verify-trust-root main: %v, want ErrConfig", err)
+	}
+}
+
 func TestNewVerifierRegistersTheFailureMetric(t *testing.T) {
 	o := &options{verifyOpts: verifyOptions{mode: "head", keysDir: t.TempDir()}, cacheDir: t.TempDir()}
 	m := metrics.New()
-	v, err := newVerifier(o, &gitrepo.Source{URL: "https://git.example.com/fleet.git", CacheDir: t.TempDir()}, m)
+	v, err := newVerifier(o, &gitrepo.Source{URL: "https://git.example.com/fleet.git", CacheDir: t.TempDir()}, &state.Store{}, m)
 	if err != nil || v == nil {
 		t.Fatalf("newVerifier: %v, %v", v, err)
 	}
@@ -87,7 +101,7 @@ func TestNewVerifierRegistersTheFailureMetric(t *testing.T) {
 		t.Errorf("flotilla_verification_failures_total{reason=keys_unavailable} = %v, want 1", got)
 	}
 	o.verifyOpts.mode = "none"
-	if v, err := newVerifier(o, nil, m); v != nil || err != nil {
+	if v, err := newVerifier(o, nil, nil, m); v != nil || err != nil {
 		t.Errorf("mode none: %v, %v", v, err)
 	}
 }

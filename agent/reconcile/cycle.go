@@ -114,15 +114,30 @@ func (l *Loop) cycle(ctx context.Context, pre *syncOutcome) (*status.ClusterStat
 		verif = v
 		if err != nil {
 			problems = append(problems, loopProblem{reason, err})
-			if a := l.accepted; a != nil && a.res.Hash != candidate.Hash && dirExists(a.res.Dir) {
+			a, serr := l.fallback(ctx, candidate.Hash)
+			if serr != nil {
+				problems = append(problems, loopProblem{reason, serr})
+			}
+			if a != nil {
 				l.log.Warn("reconciling the last accepted revision", "revision", a.res.Revision, "refused", candidate.Revision)
 				rev = a
 			}
+		} else {
+			l.record(ctx, rev)
 		}
 		rc.rev = rev
 	}
 	if candidate == nil {
-		problems = append(problems, loopProblem{status.ReasonFetchFailed, ErrNoRevision})
+		a, serr := l.fallback(ctx, "")
+		switch {
+		case a != nil:
+			l.log.Warn("reconciling the last accepted revision", "revision", a.res.Revision)
+			rc.rev = a
+		case serr != nil:
+			problems = append(problems, loopProblem{status.ReasonFetchFailed, serr})
+		default:
+			problems = append(problems, loopProblem{status.ReasonFetchFailed, ErrNoRevision})
+		}
 	}
 
 	var st *status.ClusterStatus
@@ -148,7 +163,7 @@ func (l *Loop) cycle(ctx context.Context, pre *syncOutcome) (*status.ClusterStat
 // accept verifies a checkout and reads its slice, reusing both for a
 // revision already accepted.
 func (l *Loop) accept(ctx context.Context, res gitrepo.Result) (*acceptedRev, *status.Verification, string, error) {
-	if a := l.accepted; a != nil && a.res.Hash == res.Hash && a.res.Dir == res.Dir {
+	if a := l.accepted; a != nil && !a.restored && a.res.Hash == res.Hash && a.res.Dir == res.Dir {
 		return a, l.verified[res.Hash].v, "", nil
 	}
 	if !strings.HasPrefix(res.Revision, l.cfg.Branch+"@sha1:") {
@@ -176,6 +191,63 @@ func (l *Loop) accept(ctx context.Context, res gitrepo.Result) (*acceptedRev, *s
 	a := &acceptedRev{res: res, slice: sl}
 	l.accepted = a
 	return a, v, "", nil
+}
+
+// fallback is the revision to reconcile instead of a refused or unreadable
+// head (refused; "" when there is no head at all): this process's last
+// accepted revision, else the one recorded in the cluster by an earlier
+// process, checked out again when its directory is gone (a new cache, or
+// removed by a later sync). Nil when there is none or it cannot be had;
+// the error, for status, is a record in the cluster that cannot be read or
+// is corrupt (never trusted).
+func (l *Loop) fallback(ctx context.Context, refused string) (*acceptedRev, error) {
+	a := l.accepted
+	if a == nil && l.cfg.State != nil {
+		rev, err := l.cfg.State.LoadAccepted(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("last accepted revision: %w", err)
+		}
+		hash, ok := strings.CutPrefix(rev, l.cfg.Branch+"@sha1:")
+		if !ok || hash == "" {
+			return nil, nil
+		}
+		a = &acceptedRev{res: gitrepo.Result{Revision: rev, Hash: hash}, restored: true}
+	}
+	if a == nil || a.res.Hash == refused {
+		return nil, nil
+	}
+	if !dirExists(a.res.Dir) {
+		co, ok := l.cfg.Source.(Checkouter)
+		if !ok {
+			return nil, nil
+		}
+		res, err := co.Checkout(ctx, a.res.Hash)
+		if err != nil {
+			l.log.Warn("checking out the last accepted revision failed", "revision", a.res.Revision, "error", l.redact.err(err))
+			return nil, nil
+		}
+		sl, err := slice.Read(res.Dir, l.cfg.Cluster)
+		if err != nil {
+			l.log.Warn("reading the last accepted revision's slice failed", "revision", a.res.Revision, "error", l.redact.err(err))
+			return nil, nil
+		}
+		a = &acceptedRev{res: res, slice: sl, restored: a.restored}
+		l.accepted = a
+	}
+	return a, nil
+}
+
+// record writes an accepted revision to the cluster once; a failed write
+// is retried next cycle.
+func (l *Loop) record(ctx context.Context, a *acceptedRev) {
+	if l.cfg.State == nil || a == nil || l.recorded == a.res.Revision {
+		return
+	}
+	if err := l.cfg.State.SaveAccepted(ctx, a.res.Revision); err != nil {
+		l.log.Warn("recording the last accepted revision failed", "revision", a.res.Revision, "error", l.redact.err(err))
+		return
+	}
+	l.recorded = a.res.Revision
 }
 
 // prepare does the cycle's per-cluster reads: discovery (for Helm

@@ -10,6 +10,10 @@
 //  2. verify: the revision must be the configured branch's, then the
 //     Verifier (commit signatures, pkg/verify) decides. A refused commit
 //     changes nothing: the cycle reconciles the last accepted revision.
+//     That revision is recorded in the cluster (Config.State, the agent's
+//     state ConfigMap), so a restarted agent or a new leader whose head is
+//     refused or unreadable restores it — from the cache, or fetched
+//     again (Checkouter) — and keeps correcting drift from it.
 //  3. slice: slice.Read of rendered/<bucket>/<cluster>/slice.yaml. An
 //     unreadable slice also falls back to the last accepted revision; with
 //     none, every unit is left as it is.

@@ -17,6 +17,22 @@ type Source interface {
 	LastGood() (gitrepo.Result, bool)
 }
 
+// Checkouter gives the checkout of an older commit of the branch
+// (*gitrepo.Source implements it): a Source that has it lets the loop
+// restore the last accepted revision after a restart with an empty cache.
+type Checkouter interface {
+	Checkout(ctx context.Context, hash string) (gitrepo.Result, error)
+}
+
+// AcceptedStore keeps the last accepted revision in the cluster
+// (*state.Store implements it), so that a restarted agent or a new leader
+// goes on correcting drift from it while the head is refused or
+// unreadable. LoadAccepted returns "" when none was recorded.
+type AcceptedStore interface {
+	LoadAccepted(ctx context.Context) (string, error)
+	SaveAccepted(ctx context.Context, revision string) error
+}
+
 // Applier applies units to the cluster; *apply.Applier implements it.
 type Applier interface {
 	Apply(ctx context.Context, u apply.UnitRequest) (*apply.UnitResult, error)

@@ -45,6 +45,9 @@ type Config struct {
 	// Verifier accepts or refuses fetched commits; nil accepts every commit
 	// of the branch.
 	Verifier Verifier
+	// State records the last accepted revision in the cluster; nil keeps
+	// it in memory only.
+	State AcceptedStore
 	// Volcano submits job units and reports jobs and capacity
 	// (volcano.go); nil applies volcano units like manifests.
 	Volcano Volcano
@@ -89,6 +92,7 @@ type Loop struct {
 	// State carried between cycles (cycleMu).
 	desired           string       // last branch head seen
 	accepted          *acceptedRev // last revision that passed verify and slice read
+	recorded          string       // the accepted revision last written to State
 	verified          map[string]verification
 	info              ClusterInfo
 	infoOK            bool
@@ -110,6 +114,9 @@ type Loop struct {
 type acceptedRev struct {
 	res   gitrepo.Result
 	slice *slice.Slice
+	// restored: accepted by an earlier process (read back from State); a
+	// head at this commit is verified again, not taken as accepted.
+	restored bool
 }
 
 type verification struct {

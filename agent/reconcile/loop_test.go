@@ -20,6 +20,7 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/flotilla-gitops/flotilla/agent/reconcile"
+	"github.com/flotilla-gitops/flotilla/agent/state"
 	"github.com/flotilla-gitops/flotilla/pkg/apply"
 	"github.com/flotilla-gitops/flotilla/pkg/gitrepo"
 	"github.com/flotilla-gitops/flotilla/pkg/render"
@@ -132,6 +133,8 @@ type env struct {
 	counter *apply.WriteCounter
 	applier *apply.Applier
 	loop    *reconcile.Loop
+	url     string
+	disc    reconcile.Discovery
 }
 
 func newEnv(t *testing.T, name string, units []unit, verifier reconcile.Verifier) *env {
@@ -159,17 +162,25 @@ func newEnv(t *testing.T, name string, units []unit, verifier reconcile.Verifier
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.loop, err = reconcile.New(reconcile.Config{
-		Cluster: name,
-		Source: &gitrepo.Source{URL: url, Auth: gitrepo.Auth{Username: gitserver.Maintainer, Password: e.srv.Password(gitserver.Maintainer)},
-			CacheDir: t.TempDir(), Timeout: 10 * time.Second},
-		Applier: e.applier, Discovery: disc, Verifier: verifier,
+	e.url, e.disc = url, disc
+	e.loop = e.newLoop(verifier, nil)
+	return e
+}
+
+// newLoop is a loop as a new agent process has it: its own empty cache.
+func (e *env) newLoop(verifier reconcile.Verifier, st reconcile.AcceptedStore) *reconcile.Loop {
+	e.t.Helper()
+	loop, err := reconcile.New(reconcile.Config{
+		Cluster: e.name,
+		Source: &gitrepo.Source{URL: e.url, Auth: gitrepo.Auth{Username: gitserver.Maintainer, Password: e.srv.Password(gitserver.Maintainer)},
+			CacheDir: e.t.TempDir(), Timeout: 10 * time.Second},
+		Applier: e.applier, Discovery: e.disc, Verifier: verifier, State: st,
 		Interval: time.Second, Workers: 4,
 	})
 	if err != nil {
-		t.Fatal(err)
+		e.t.Fatal(err)
 	}
-	return e
+	return loop
 }
 
 // push commits the slice in e.dir.
@@ -357,6 +368,87 @@ func TestLoopRefusedCommitKeepsTheLastAccepted(t *testing.T) {
 	}
 	if v, _ := e.value("cfg"); v != "better" {
 		t.Errorf("value %q", v)
+	}
+}
+
+// TestLoopLastAcceptedRevisionSurvivesRestart: the last accepted revision
+// is kept in the cluster's state object, so a restarted agent (a new loop
+// with an empty cache) whose head is refused still corrects drift from it;
+// a corrupt record is never trusted.
+func TestLoopLastAcceptedRevisionSurvivesRestart(t *testing.T) {
+	var mu sync.Mutex
+	refused := map[string]bool{}
+	verifier := reconcile.VerifierFunc(func(_ context.Context, head gitrepo.Result) (*status.Verification, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if refused[head.Hash] {
+			return &status.Verification{Mode: "test", Message: "untrusted"}, errors.New("signed by an untrusted key")
+		}
+		return &status.Verification{Mode: "test", Verified: true, Signer: "tester"}, nil
+	})
+	ns := "restart-apps"
+	e := newEnv(t, "restart", []unit{configMapUnit("cfg", ns, "good")}, verifier)
+	store := &state.Store{Client: e.k, Namespace: "flotilla-" + e.name}
+	e.loop = e.newLoop(verifier, store)
+	st, err := e.cycle()
+	if err != nil {
+		t.Fatalf("first cycle: %v %+v", err, st)
+	}
+	good := st.AppliedRevision
+	if rev, err := store.LoadAccepted(context.Background()); err != nil || rev != good {
+		t.Fatalf("recorded revision %q, %v; want %s", rev, err, good)
+	}
+
+	bad := e.push([]unit{configMapUnit("cfg", ns, "evil")})
+	mu.Lock()
+	refused[bad] = true
+	mu.Unlock()
+	edit := func(value string) {
+		t.Helper()
+		cm := &corev1.ConfigMap{}
+		if err := e.k.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "cfg"}, cm); err != nil {
+			t.Fatal(err)
+		}
+		cm.Data["value"] = value
+		if err := e.k.Update(context.Background(), cm, client.FieldOwner("kubectl-edit")); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// Restart: a new loop, an empty cache, the head refused.
+	e.loop = e.newLoop(verifier, store)
+	edit("edited")
+	st, err = e.cycle()
+	if err == nil || !strings.Contains(st.LastError, "untrusted") {
+		t.Fatalf("refused head after a restart: %v %+v", err, st)
+	}
+	if u := unitStatus(st, "cfg"); u == nil || u.AppliedRevision != good || !strings.HasSuffix(st.FetchedRevision, bad) {
+		t.Errorf("unit %+v, fetched %s; want it applied at %s", u, st.FetchedRevision, good)
+	}
+	if v, _ := e.value("cfg"); v != "good" {
+		t.Fatalf("drift not corrected from the last accepted revision after a restart: %q", v)
+	}
+
+	// A corrupt record is not trusted: nothing is reconciled.
+	cm := &corev1.ConfigMap{}
+	if err := e.k.Get(context.Background(), client.ObjectKey{Namespace: "flotilla-" + e.name, Name: state.DefaultName}, cm); err != nil {
+		t.Fatal(err)
+	}
+	cm.Data[state.KeyLastAccepted] = "main@sha1:not-a-commit"
+	if err := e.k.Update(context.Background(), cm); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.LoadAccepted(context.Background()); !errors.Is(err, state.ErrCorrupt) {
+		t.Errorf("LoadAccepted of a corrupt record: %v, want ErrCorrupt", err)
+	}
+	e.loop = e.newLoop(verifier, store)
+	edit("edited-again")
+	st, err = e.cycle()
+	if !errors.Is(err, state.ErrCorrupt) || len(st.Units) != 0 || !strings.Contains(st.LastError, "corrupt") {
+		t.Errorf("with a corrupt record: %v, units %+v, last error %q", err, st.Units, st.LastError)
+	}
+	if v, _ := e.value("cfg"); v != "edited-again" {
+		t.Errorf("a corrupt record was trusted: value %q", v)
 	}
 }
 

@@ -7,6 +7,7 @@
 //	src := &gitrepo.Source{URL: url, Branch: "main", Auth: auth, CacheDir: dir}
 //	res, err := src.Sync(ctx)     // ls-remote; fetch (depth 1, one branch) only on a new head
 //	last, ok := src.LastGood()    // previous checkout, also after a restart, offline
+//	old, err := src.Checkout(ctx, hash) // an older commit of the branch, fetched if needed
 //
 // Sync returns a Result with Revision ("main@sha1:<hash>"), Hash and Dir, an
 // immutable directory holding the commit's tree. errors.Is(err,

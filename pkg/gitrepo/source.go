@@ -370,6 +370,52 @@ func (s *Source) gcCheckouts(keep []string) {
 	}
 }
 
+// Checkout returns the checkout of hash, a commit of the branch that need
+// not be its head (the agent's last accepted revision after a restart):
+// from the cache when it holds the commit, else fetching more and more of
+// the branch's history until it does. It does not change LastGood, and a
+// later Sync may remove the directory; call Checkout again then. A commit
+// no longer in the branch's history is ErrRevisionNotFound.
+func (s *Source) Checkout(ctx context.Context, hash string) (Result, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.validate(); err != nil {
+		return Result{}, err
+	}
+	repo, err := openCache(s.repoDir())
+	if err != nil {
+		return Result{}, err
+	}
+	want := plumbing.NewHash(hash)
+	if want.String() != hash {
+		return Result{}, fmt.Errorf("checkout %q: %w: not a commit hash", hash, ErrRevisionNotFound)
+	}
+	commit, err := repo.CommitObject(want)
+	if err != nil {
+		ep, err := s.Auth.endpoint(s.URL, timeoutOr(s.Timeout))
+		if err != nil {
+			return Result{}, err
+		}
+		specs := []config.RefSpec{config.RefSpec("+" + s.branchRef().String() + ":" + s.branchRef().String())}
+		for _, depth := range []int{16, 128, 1024, 16384, 1 << 30} {
+			if err := fetchInto(ctx, repo.Storer, ep, s.Timeout, specs, depth); err != nil {
+				return Result{}, err
+			}
+			if commit, err = repo.CommitObject(want); err == nil {
+				break
+			}
+		}
+		if commit == nil {
+			return Result{}, fmt.Errorf("checkout %s: %w in the history of %s", hash, ErrRevisionNotFound, s.branch())
+		}
+	}
+	dir, err := s.checkout(ctx, repo, commit)
+	if err != nil {
+		return Result{}, err
+	}
+	return Result{Revision: s.revision(hash), Hash: hash, Dir: dir, CommitTime: commit.Committer.When}, nil
+}
+
 // Commit reads a commit from the cache (e.g. a Result's Hash, to verify its
 // signature). No network.
 func (s *Source) Commit(hash string) (Commit, error) {

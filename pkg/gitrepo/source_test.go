@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -443,5 +444,44 @@ func TestCommitsBetweenDeepens(t *testing.T) {
 	}
 	if _, err := fsrc.CommitsBetween(ctx, old.Hash, rewritten.Hash); !errors.Is(err, gitrepo.ErrNotAncestor) {
 		t.Fatalf("range over rewritten history: %v, want ErrNotAncestor", err)
+	}
+}
+
+func TestCheckoutOfAnOlderCommit(t *testing.T) {
+	srv, auth := fleet(t, fleetFiles)
+	ctx := context.Background()
+	src := &gitrepo.Source{URL: srv.URL("fleet"), Auth: auth, CacheDir: t.TempDir()}
+	old, err := src.Sync(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 3; i++ {
+		commitMain(t, srv, map[string][]byte{"n": []byte(strings.Repeat("n", i+1))})
+	}
+	// A fresh, empty cache (a restarted pod): the commit is fetched.
+	src = &gitrepo.Source{URL: srv.URL("fleet"), Auth: auth, CacheDir: t.TempDir()}
+	res, err := src.Checkout(ctx, old.Hash)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Hash != old.Hash || res.Revision != old.Revision || !reflect.DeepEqual(readDir(t, res.Dir), readDir(t, old.Dir)) {
+		t.Fatalf("Checkout = %+v, want the tree of %+v", res, old)
+	}
+	if _, ok := src.LastGood(); ok {
+		t.Error("Checkout changed LastGood")
+	}
+	// From the cache again once its directory is gone, and Sync still
+	// brings the head.
+	if err := os.RemoveAll(res.Dir); err != nil {
+		t.Fatal(err)
+	}
+	if again, err := src.Checkout(ctx, old.Hash); err != nil || again.Dir != res.Dir || !reflect.DeepEqual(readDir(t, again.Dir), readDir(t, old.Dir)) {
+		t.Fatalf("Checkout again = %+v, %v", again, err)
+	}
+	if head, err := src.Sync(ctx); err != nil || head.Hash == old.Hash {
+		t.Fatalf("Sync after Checkout = %+v, %v", head, err)
+	}
+	if _, err := src.Checkout(ctx, strings.Repeat("0", 40)); !errors.Is(err, gitrepo.ErrRevisionNotFound) {
+		t.Fatalf("Checkout of an unknown commit: %v", err)
 	}
 }

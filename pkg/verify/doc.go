@@ -8,14 +8,19 @@
 //   - none: every commit of the configured branch is accepted (the loop
 //     still refuses a revision from another branch).
 //   - head: the head commit must carry a valid signature by a trusted key.
-//   - strict: additionally, every commit between the last accepted commit
-//     and the head (git rev-list last..head, merges and the commits of
-//     merged branches included) must be signed by a trusted key. The very
-//     first accepted commit has no predecessor: only the head is checked
-//     then. The last accepted commit is kept in Config.StateFile, so a
-//     restarted agent continues the chain instead of starting over; if the
-//     head is not a descendant of it (history was rewritten), the head is
-//     refused until an operator removes the state file.
+//   - strict: additionally, every commit between the anchor (the last
+//     accepted commit) and the head (git rev-list anchor..head, merges
+//     and the commits of merged branches included) must be signed by a
+//     trusted key. The anchor is read from Config.Anchor (the agent's
+//     state ConfigMap, agent/state) on every verification, so it survives
+//     restarts, failover and an empty cache, and replicas share it. It
+//     fails closed: with no anchor recorded, only a trust root named by
+//     the operator (Config.TrustRoot, --verify-trust-root) starts the
+//     chain — the commits after it must all be signed — else every head
+//     is refused (no_anchor); an anchor that cannot be read or is corrupt
+//     refuses (state_unavailable), trust root or not. If the head is not
+//     a descendant of the anchor (history was rewritten), it is refused
+//     until an operator resets the anchor.
 //
 // A merge made by a forge's web interface is signed by the forge's key
 // (GitHub's "web-flow" key, for example): trust that key too, or merge

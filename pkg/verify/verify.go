@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -47,13 +46,22 @@ const (
 	ReasonHistoryRewritten = "history_rewritten"
 	ReasonKeysUnavailable  = "keys_unavailable"
 	ReasonGitError         = "git_error"
+	// ReasonNoAnchor: strict mode has no recorded anchor and no trust
+	// root to start from.
+	ReasonNoAnchor = "no_anchor"
+	// ReasonStateUnavailable: the anchor could not be read, or what was
+	// read is corrupt.
+	ReasonStateUnavailable = "state_unavailable"
 )
 
 // Reasons lists every reason, for initialising metric series.
-var Reasons = []string{ReasonUnsigned, ReasonUntrustedSigner, ReasonBadSignature, ReasonHistoryRewritten, ReasonKeysUnavailable, ReasonGitError}
+var Reasons = []string{ReasonUnsigned, ReasonUntrustedSigner, ReasonBadSignature, ReasonHistoryRewritten, ReasonKeysUnavailable, ReasonGitError, ReasonNoAnchor, ReasonStateUnavailable}
 
 // ErrRefused classifies every refusal.
 var ErrRefused = errors.New("commit refused")
+
+// ErrNoAnchor: strict mode has neither an anchor nor a trust root.
+var ErrNoAnchor = errors.New("strict verification has no anchor")
 
 // RefusedError says why a commit may not be applied.
 type RefusedError struct {
@@ -80,6 +88,14 @@ type Commits interface {
 	CommitsBetween(ctx context.Context, from, to string) ([]gitrepo.Commit, error)
 }
 
+// Anchor stores strict mode's anchor; *state.Store implements it.
+type Anchor interface {
+	// LoadAnchor returns the anchor, "" when none was ever recorded; an
+	// unreadable or corrupt anchor is an error (and refuses).
+	LoadAnchor(ctx context.Context) (string, error)
+	StoreAnchor(ctx context.Context, hash string) error
+}
+
 // Config configures a Verifier.
 type Config struct {
 	Mode Mode
@@ -88,9 +104,13 @@ type Config struct {
 	KeysDir string
 	// Commits reads the commits to check; required unless Mode is none.
 	Commits Commits
-	// StateFile keeps the last accepted commit across restarts (strict
-	// mode's starting point); in memory only when empty.
-	StateFile string
+	// Anchor keeps strict mode's last accepted commit where it survives
+	// restarts and failover (the cluster); required in strict mode.
+	Anchor Anchor
+	// TrustRoot is the commit strict mode starts from when Anchor holds
+	// none: the operator vouches for it and its history, every commit
+	// after it must be signed. Without it, a missing anchor refuses.
+	TrustRoot string
 	// OnRefused is called with the reason of every refusal (the agent
 	// counts them in a metric).
 	OnRefused func(reason string)
@@ -104,8 +124,6 @@ type Verifier struct {
 	mu      sync.Mutex
 	keys    *gitrepo.KeyRing
 	keysSum string // digest of the KeysDir content keys was parsed from
-	last    string // the last accepted commit
-	loaded  bool
 }
 
 // New checks cfg and returns a Verifier.
@@ -123,6 +141,12 @@ func New(cfg Config) (*Verifier, error) {
 		if cfg.Commits == nil {
 			return nil, errors.New("verify: Config.Commits is required")
 		}
+	}
+	if cfg.Mode == ModeStrict && cfg.Anchor == nil {
+		return nil, errors.New("verify: strict mode needs Config.Anchor")
+	}
+	if cfg.TrustRoot != "" && !validHash(cfg.TrustRoot) {
+		return nil, fmt.Errorf("trust root %q: want a full commit hash", cfg.TrustRoot)
 	}
 	return &Verifier{cfg: cfg}, nil
 }
@@ -175,34 +199,52 @@ func (v *Verifier) verify(ctx context.Context, head string) (verdict, error) {
 		return verdict{}, err
 	}
 	msg := fmt.Sprintf("head %s signed by %s", shortHash(head), signer)
-	if v.cfg.Mode == ModeStrict {
-		v.loadState()
-		switch last := v.last; {
-		case last == "":
-			msg += "; the first accepted commit, so only the head was checked"
-		case last == head:
-		default:
-			commits, err := v.cfg.Commits.CommitsBetween(ctx, last, head)
-			if errors.Is(err, gitrepo.ErrNotAncestor) {
-				return verdict{}, &RefusedError{Reason: ReasonHistoryRewritten, Commit: head,
-					Err: fmt.Errorf("the last accepted commit %s is not an ancestor: %w", shortHash(last), err)}
-			}
-			if err != nil {
-				return verdict{}, &RefusedError{Reason: ReasonGitError, Commit: head, Err: err}
-			}
-			for _, c := range commits {
-				if c.Hash == head {
-					continue
-				}
-				if _, err := check(c, keys); err != nil {
-					return verdict{}, err
-				}
-			}
-			msg += fmt.Sprintf("; all %d commits since %s are signed by trusted keys", len(commits), shortHash(last))
-		}
+	if v.cfg.Mode != ModeStrict {
+		return verdict{signer: signer, message: msg}, nil
 	}
-	if err := v.accept(head); err != nil {
-		msg += fmt.Sprintf(" (not recorded for a restart: %v)", err)
+	// Read on every verification, never cached: replicas share it, and a
+	// lost or damaged anchor must refuse rather than restart the chain.
+	last, err := v.cfg.Anchor.LoadAnchor(ctx)
+	if err != nil {
+		return verdict{}, &RefusedError{Reason: ReasonStateUnavailable, Commit: head,
+			Err: fmt.Errorf("strict verification anchor: %w", err)}
+	}
+	from, what := last, "the last accepted commit"
+	if from == "" {
+		if v.cfg.TrustRoot == "" {
+			return verdict{}, &RefusedError{Reason: ReasonNoAnchor, Commit: head,
+				Err: fmt.Errorf("%w: no commit was accepted yet and no trust root is configured (name one with --verify-trust-root)", ErrNoAnchor)}
+		}
+		from, what = v.cfg.TrustRoot, "the trust root"
+	}
+	if from == head && last == "" {
+		msg += "; it is the trust root"
+	}
+	if from != head {
+		commits, err := v.cfg.Commits.CommitsBetween(ctx, from, head)
+		if errors.Is(err, gitrepo.ErrNotAncestor) {
+			return verdict{}, &RefusedError{Reason: ReasonHistoryRewritten, Commit: head,
+				Err: fmt.Errorf("%s %s is not an ancestor: %w", what, shortHash(from), err)}
+		}
+		if err != nil {
+			return verdict{}, &RefusedError{Reason: ReasonGitError, Commit: head, Err: err}
+		}
+		for _, c := range commits {
+			if c.Hash == head {
+				continue
+			}
+			if _, err := check(c, keys); err != nil {
+				return verdict{}, err
+			}
+		}
+		msg += fmt.Sprintf("; all %d commits since %s %s are signed by trusted keys", len(commits), what, shortHash(from))
+	}
+	if head != last {
+		if err := v.cfg.Anchor.StoreAnchor(ctx, head); err != nil {
+			// The head is verified; a restart re-checks from the older
+			// anchor (a longer range, never a shorter one).
+			msg += fmt.Sprintf(" (anchor not recorded: %v)", err)
+		}
 	}
 	return verdict{signer: signer, message: msg}, nil
 }
@@ -283,53 +325,6 @@ func dirDigest(dir string) (string, error) {
 func isDirError(pe *fs.PathError) bool {
 	fi, err := os.Stat(pe.Path)
 	return err == nil && fi.IsDir()
-}
-
-// state is StateFile's content.
-type state struct {
-	LastAccepted string `json:"lastAccepted"`
-}
-
-func (v *Verifier) loadState() {
-	if v.loaded || v.cfg.StateFile == "" {
-		return
-	}
-	v.loaded = true
-	data, err := os.ReadFile(v.cfg.StateFile)
-	if err != nil {
-		return // none yet: the first accepted commit
-	}
-	var s state
-	if json.Unmarshal(data, &s) == nil && validHash(s.LastAccepted) {
-		v.last = s.LastAccepted
-	}
-}
-
-// accept records head as the last accepted commit. A state file that
-// cannot be written only costs strict mode its memory across a restart.
-func (v *Verifier) accept(head string) error {
-	v.loadState()
-	v.last = head
-	if v.cfg.StateFile == "" {
-		return nil
-	}
-	data, err := json.Marshal(state{LastAccepted: head})
-	if err != nil {
-		return err
-	}
-	tmp := v.cfg.StateFile + ".tmp"
-	if err := os.WriteFile(tmp, data, 0o600); err != nil {
-		return err
-	}
-	return os.Rename(tmp, v.cfg.StateFile)
-}
-
-// LastAccepted is the last commit Verify accepted ("" before the first).
-func (v *Verifier) LastAccepted() string {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	v.loadState()
-	return v.last
 }
 
 func validHash(h string) bool {

@@ -148,10 +148,30 @@ func (f *fixture) sync() gitrepo.Result {
 	return res
 }
 
-func (f *fixture) verifier(mode verify.Mode, state string) (*verify.Verifier, *[]string) {
+// memAnchor stands in for the cluster's state object (agent/state, tested
+// against a real API server in test/e2e).
+type memAnchor struct {
+	hash string
+	err  error
+}
+
+func (a *memAnchor) LoadAnchor(context.Context) (string, error) { return a.hash, a.err }
+
+func (a *memAnchor) StoreAnchor(_ context.Context, h string) error {
+	if a.err != nil {
+		return a.err
+	}
+	a.hash = h
+	return nil
+}
+
+func (f *fixture) verifier(mode verify.Mode, anchor *memAnchor, root string) (*verify.Verifier, *[]string) {
 	f.t.Helper()
 	var refused []string
-	v, err := verify.New(verify.Config{Mode: mode, KeysDir: f.keysDir, Commits: f.src, StateFile: state,
+	if anchor == nil {
+		anchor = &memAnchor{}
+	}
+	v, err := verify.New(verify.Config{Mode: mode, KeysDir: f.keysDir, Commits: f.src, Anchor: anchor, TrustRoot: root,
 		OnRefused: func(r string) { refused = append(refused, r) }})
 	if err != nil {
 		f.t.Fatal(err)
@@ -180,7 +200,7 @@ func TestHeadMode(t *testing.T) {
 	f := newFixture(t)
 	alice, bob, carol := sshKey(t, "alice@example.com"), pgpKey(t, "Bob"), sshKey(t, "carol@example.com")
 	f.trust(alice, bob)
-	v, refused := f.verifier(verify.ModeHead, "")
+	v, refused := f.verifier(verify.ModeHead, nil, "")
 	ctx := context.Background()
 
 	f.push(&alice)
@@ -231,22 +251,31 @@ func TestStrictMode(t *testing.T) {
 	f := newFixture(t)
 	alice := sshKey(t, "alice@example.com")
 	f.trust(alice)
-	state := filepath.Join(t.TempDir(), "verify-state.json")
-	v, _ := f.verifier(verify.ModeStrict, state)
+	anchor := &memAnchor{}
 	ctx := context.Background()
 
-	// The first accepted commit: only the head is checked (the initial
-	// commit below it is unsigned).
-	first := f.push(&alice)
-	st, err := v.Verify(ctx, f.sync())
-	if err != nil {
-		t.Fatalf("first head: %v", err)
+	// Nothing recorded and no trust root: refused, never "the first".
+	first := f.push(&alice) // over the unsigned initial commit
+	none, refused := f.verifier(verify.ModeStrict, anchor, "")
+	st, err := none.Verify(ctx, f.sync())
+	wantRefused(t, err, verify.ReasonNoAnchor, first, verify.ErrNoAnchor)
+	if !strings.Contains(st.Message, "--verify-trust-root") || anchor.hash != "" {
+		t.Errorf("status %+v, anchor %q", st, anchor.hash)
 	}
-	if !strings.Contains(st.Message, "first accepted commit") || v.LastAccepted() != first {
-		t.Errorf("status %+v, last accepted %s", st, v.LastAccepted())
+	if got := strings.Join(*refused, ","); got != verify.ReasonNoAnchor {
+		t.Errorf("OnRefused got %s", got)
 	}
 
-	// A trusted head over a signed ancestor.
+	// The operator names the trust root: accepted and recorded.
+	v, _ := f.verifier(verify.ModeStrict, anchor, first)
+	if st, err := v.Verify(ctx, f.sync()); err != nil || !strings.Contains(st.Message, "trust root") {
+		t.Fatalf("the trust root: %+v %v", st, err)
+	}
+	if anchor.hash != first {
+		t.Errorf("anchor %s, want %s", anchor.hash, first)
+	}
+
+	// A trusted head over signed ancestors.
 	f.push(&alice)
 	second := f.push(&alice)
 	if st, err := v.Verify(ctx, f.sync()); err != nil || !strings.Contains(st.Message, "all 2 commits since") {
@@ -258,29 +287,36 @@ func TestStrictMode(t *testing.T) {
 	f.push(&alice)
 	_, err = v.Verify(ctx, f.sync())
 	wantRefused(t, err, verify.ReasonUnsigned, unsigned, gitrepo.ErrUnsigned)
-	if v.LastAccepted() != second {
-		t.Errorf("a refusal moved the last accepted commit to %s", v.LastAccepted())
+	if anchor.hash != second {
+		t.Errorf("a refusal moved the anchor to %s", anchor.hash)
 	}
 
 	// Head mode accepts the same head: only strict looks at ancestors.
-	h, _ := f.verifier(verify.ModeHead, "")
+	h, _ := f.verifier(verify.ModeHead, nil, "")
 	if _, err := h.Verify(ctx, f.sync()); err != nil {
 		t.Errorf("head mode: %v", err)
 	}
 
-	// A restarted agent continues from the state file: still refused.
-	v2, _ := f.verifier(verify.ModeStrict, state)
+	// A restarted agent continues from the recorded anchor, whatever its
+	// trust root says: still refused.
+	v2, _ := f.verifier(verify.ModeStrict, anchor, first)
 	_, err = v2.Verify(ctx, f.sync())
 	wantRefused(t, err, verify.ReasonUnsigned, unsigned, nil)
+
+	// An unreadable or corrupt anchor refuses, even with a trust root.
+	errCorrupt := errors.New("corrupt")
+	anchor.err = errCorrupt
+	_, err = v2.Verify(ctx, f.sync())
+	wantRefused(t, err, verify.ReasonStateUnavailable, "", errCorrupt)
 }
 
 func TestStrictModeRefusesRewrittenHistory(t *testing.T) {
 	f := newFixture(t)
 	alice := sshKey(t, "alice@example.com")
 	f.trust(alice)
-	v, _ := f.verifier(verify.ModeStrict, "")
 	ctx := context.Background()
-	f.push(&alice)
+	root := f.push(&alice)
+	v, _ := f.verifier(verify.ModeStrict, nil, root)
 	if _, err := v.Verify(ctx, f.sync()); err != nil {
 		t.Fatal(err)
 	}
@@ -290,7 +326,7 @@ func TestStrictModeRefusesRewrittenHistory(t *testing.T) {
 		t.Fatal(err)
 	}
 	orphan := gitSignedOrphan(t, f, alice)
-	h, _ := f.verifier(verify.ModeHead, "")
+	h, _ := f.verifier(verify.ModeHead, nil, "")
 	if st, err := h.Verify(ctx, f.sync()); err != nil || !strings.Contains(st.Signer, "alice@example.com") {
 		t.Fatalf("head mode refused a commit signed by git -S with a trusted SSH key: %+v %v", st, err)
 	}
@@ -342,6 +378,9 @@ func TestNewAndParseMode(t *testing.T) {
 	}
 	if _, err := verify.New(verify.Config{Mode: verify.ModeHead}); err == nil {
 		t.Error("head mode without keys accepted")
+	}
+	if _, err := verify.New(verify.Config{Mode: verify.ModeStrict, KeysDir: t.TempDir(), Commits: &gitrepo.Source{}}); err == nil {
+		t.Error("strict mode without an anchor store accepted")
 	}
 	v, err := verify.New(verify.Config{})
 	if err != nil {

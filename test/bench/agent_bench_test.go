@@ -502,7 +502,8 @@ func benchAgentFluxShape(b *testing.B) {
 	b.ReportMetric(recDuration(one).Seconds(), "s-one-unit-reconcile")
 	b.ReportMetric(reqDelta["write"], "api-writes-one-unit")
 	agentGoal(b, recDuration(one) > agentGoalOneUnit, "one-unit reconcile %s (goal ≤ %s)", recDuration(one), agentGoalOneUnit)
-	// Writes: the changed Deployment and the unit's inventory only.
+	// Writes: the changed Deployment, the unit's inventory and the new
+	// last accepted revision in the agent's state ConfigMap only.
 	if reqDelta["write"] > 4 {
 		b.Errorf("%v API writes for a one-object change", reqDelta["write"])
 	}

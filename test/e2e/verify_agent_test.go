@@ -20,6 +20,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/flotilla-gitops/flotilla/agent/state"
 	"github.com/flotilla-gitops/flotilla/pkg/gitrepo"
 	"github.com/flotilla-gitops/flotilla/pkg/status"
 	"github.com/flotilla-gitops/flotilla/test/gitserver"
@@ -101,6 +102,10 @@ type verifyRig struct {
 	agent   *agentProc
 	// generation numbers the keys directory's Secret updates.
 	generation int
+	procs      int // agent processes started
+	mode       string
+	agentNS    string
+	creds      string
 }
 
 func newVerifyRig(t *testing.T, cluster, mode string, trusted ...verifyKey) *verifyRig {
@@ -116,10 +121,35 @@ func newVerifyRig(t *testing.T, cluster, mode string, trusted ...verifyKey) *ver
 	if err := c.CreateNamespace(testCtx(t), agentNS); err != nil {
 		t.Fatal(err)
 	}
-	creds := agentUser(t, srv, cluster)
-	r.agent = startAgentProc(t, c, r.repo, cluster, agentNS, cluster, t.TempDir(), creds,
-		"--interval", "2s", "--verify-mode", mode, "--verify-keys-dir", r.keysDir)
+	r.mode, r.agentNS, r.creds = mode, agentNS, agentUser(t, srv, cluster)
+	r.start()
 	return r
+}
+
+// start runs a new agent process with an empty cache directory (a new
+// pod: its emptyDir is gone), extra flags appended.
+func (r *verifyRig) start(extra ...string) {
+	r.t.Helper()
+	r.procs++
+	args := append([]string{"--interval", "2s", "--verify-mode", r.mode, "--verify-keys-dir", r.keysDir}, extra...)
+	r.agent = startAgentProc(r.t, agentCluster(r.t), r.repo, r.cluster, r.agentNS, fmt.Sprintf("%s-%d", r.cluster, r.procs), r.t.TempDir(), r.creds, args...)
+}
+
+// restart kills the agent and starts a new one with an empty cache.
+func (r *verifyRig) restart(extra ...string) {
+	r.t.Helper()
+	r.agent.kill()
+	r.start(extra...)
+}
+
+// stateObject is the agent's trust state ConfigMap.
+func (r *verifyRig) stateObject() *corev1.ConfigMap {
+	r.t.Helper()
+	cm := &corev1.ConfigMap{}
+	if err := agentCluster(r.t).Client().Get(testCtx(r.t), client.ObjectKey{Namespace: r.agentNS, Name: state.DefaultName}, cm); err != nil {
+		r.t.Fatalf("state object: %v", err)
+	}
+	return cm
 }
 
 // trust updates the keys directory as the kubelet updates a mounted
@@ -292,16 +322,18 @@ func TestVerifyHeadMode(t *testing.T) {
 	}
 }
 
-// TestVerifyStrictMode: in strict mode the first accepted commit is the
-// head alone; later, a trusted head over an unsigned ancestor is refused,
+// TestVerifyStrictMode: in strict mode the operator's trust root starts
+// the chain; later, a trusted head over an unsigned ancestor is refused,
 // while every-commit-signed history is applied.
 func TestVerifyStrictMode(t *testing.T) {
 	alice := verifySSHKey(t, "alice@example.com")
 	r := newVerifyRig(t, "verify-strict", "strict", alice)
+	// The operator vouches for the (unsigned) initial commit.
+	r.restart("--verify-trust-root", strings.TrimPrefix(r.repo.head(), "main@sha1:"))
 
-	first := r.commit("first", &alice) // over the unsigned initial commit
+	first := r.commit("first", &alice)
 	st := r.waitApplied(first, "first")
-	if !strings.Contains(st.Verification.Message, "first accepted commit") {
+	if !strings.Contains(st.Verification.Message, "since the trust root") {
 		t.Errorf("verification %+v", st.Verification)
 	}
 
@@ -314,5 +346,71 @@ func TestVerifyStrictMode(t *testing.T) {
 	st = r.waitRefused(head, "unsigned", "signed-2")
 	if !strings.Contains(st.Verification.Message, "not signed") {
 		t.Errorf("verification %+v", st.Verification)
+	}
+}
+
+// TestVerifyStrictAnchorInCluster: strict mode's anchor lives in the
+// cluster and fails closed. With no anchor and no trust root every head is
+// refused; a trust root starts it; a new agent process with an empty cache
+// continues from the recorded anchor, so a trusted head over an unsigned
+// ancestor is refused, not accepted as a first commit, while drift is
+// still corrected from the last accepted revision; a corrupt anchor is
+// refused, never trusted, even where the trust root would accept the head.
+func TestVerifyStrictAnchorInCluster(t *testing.T) {
+	alice := verifySSHKey(t, "alice@example.com")
+	r := newVerifyRig(t, "verify-anchor", "strict", alice)
+	hashOf := func(rev string) string { return strings.TrimPrefix(rev, "main@sha1:") }
+
+	first := r.commit("first", &alice)
+	st := r.waitRefused(first, "no_anchor", "")
+	if !strings.Contains(st.LastError, "--verify-trust-root") {
+		t.Errorf("the refusal does not say how to start: %q", st.LastError)
+	}
+
+	r.restart("--verify-trust-root", hashOf(first))
+	r.waitApplied(first, "first")
+	second := r.commit("signed-2", &alice)
+	r.waitApplied(second, "signed-2")
+	waitFor(t, time.Minute, "the anchor and the accepted revision in the cluster", func() (bool, string) {
+		d := r.stateObject().Data
+		return d[state.KeyVerifyAnchor] == hashOf(second) && d[state.KeyLastAccepted] == second, fmt.Sprint(d)
+	})
+
+	// While no agent runs, an unsigned commit slips in under a signed one.
+	r.agent.kill()
+	r.commit("sneaked-in", nil)
+	head := r.commit("signed-on-top", &alice)
+	r.start("--verify-trust-root", hashOf(first))
+	r.waitRefused(head, "unsigned", "signed-2")
+	// Drift is corrected from the last accepted revision, which this
+	// process never fetched as a head.
+	k := agentCluster(t).Client()
+	cm := &corev1.ConfigMap{}
+	if err := k.Get(testCtx(t), client.ObjectKey{Namespace: r.cluster + "-app", Name: "settings"}, cm); err != nil {
+		t.Fatal(err)
+	}
+	cm.Data["value"] = "edited"
+	if err := k.Update(testCtx(t), cm); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 2*time.Minute, "drift corrected from the last accepted revision", func() (bool, string) {
+		v := r.value()
+		return v == "signed-2", "value " + v
+	})
+
+	// A corrupt anchor refuses, even though the trust root named now is
+	// the head itself.
+	obj := r.stateObject()
+	obj.Data[state.KeyVerifyAnchor] = "not-a-commit"
+	if err := k.Update(testCtx(t), obj); err != nil {
+		t.Fatal(err)
+	}
+	r.restart("--verify-trust-root", hashOf(head))
+	st = r.waitRefused(head, "state_unavailable", "signed-2")
+	if !strings.Contains(st.LastError, "corrupt") {
+		t.Errorf("the refusal does not say the state is corrupt: %q", st.LastError)
+	}
+	if got := r.stateObject().Data[state.KeyVerifyAnchor]; got != "not-a-commit" {
+		t.Errorf("the corrupt anchor was overwritten with %q", got)
 	}
 }
