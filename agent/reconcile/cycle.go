@@ -66,6 +66,8 @@ type cycleRun struct {
 	rev        *acceptedRev
 	renderOpts render.Options
 	obs        *apply.Observation
+	// held: units that left the slice but were not pruned (prunehold.go).
+	held *heldPrune
 
 	rendered, applied, unchanged, failed, waiting atomic.Int64
 	driftCorrected                                atomic.Int64
@@ -220,6 +222,12 @@ func (l *Loop) pruneRemoved(ctx context.Context, rc *cycleRun) {
 		}
 	}
 	if len(gone) == 0 {
+		return
+	}
+	if holdPrune(len(gone), len(inv), l.cfg.PruneHoldFraction, rc.rev.slice.Decommission) {
+		slices.Sort(gone)
+		rc.held = &heldPrune{units: gone, managed: len(inv), fraction: l.cfg.PruneHoldFraction}
+		l.log.Warn("prune held: too many units left the slice", "units", len(gone), "managed", len(inv), "held", strings.Join(gone, ","))
 		return
 	}
 	var (

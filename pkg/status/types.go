@@ -19,6 +19,9 @@ const (
 	ConditionReady       = "Ready"
 	ConditionReconciling = "Reconciling"
 	ConditionStalled     = "Stalled"
+	// ConditionPruneHeld: units left the slice but too many to prune
+	// without the cluster's decommission marker; they are kept.
+	ConditionPruneHeld = "PruneHeld"
 
 	ReasonSucceeded          = "ReconciliationSucceeded"
 	ReasonProgressing        = "Progressing"
@@ -29,6 +32,8 @@ const (
 	ReasonDependencyNotReady = "DependencyNotReady"
 	ReasonFetchFailed        = "GitOperationFailed"
 	ReasonVerificationFailed = "VerificationFailed"
+	// ReasonAwaitingDecommission: a held prune waits for the marker.
+	ReasonAwaitingDecommission = "AwaitingDecommission"
 )
 
 // RefFor is the status ref of a cluster.
