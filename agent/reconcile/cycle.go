@@ -265,6 +265,9 @@ func (l *Loop) pruneRemoved(ctx context.Context, rc *cycleRun) {
 			attrs := []any{"unit", name}
 			if res != nil {
 				attrs = append(attrs, "pruned", len(res.Pruned), "kept", len(res.PruneKept), "orphaned", len(res.Orphaned))
+				for _, k := range res.KeptNamespaces {
+					l.log.Warn(k, "unit", name)
+				}
 			}
 			l.log.Info("unit left the slice; deleted", attrs...)
 		})
