@@ -6,22 +6,16 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/flotilla-gitops/flotilla/pkg/slice"
 	"github.com/flotilla-gitops/flotilla/pkg/status"
 )
 
 // DefaultPruneHoldFraction is Config.PruneHoldFraction when zero.
-const DefaultPruneHoldFraction = 0.5
+const DefaultPruneHoldFraction = slice.DefaultPruneHoldFraction
 
-// holdPrune decides whether the units leaving the slice are too many to
-// prune without the slice's decommission marker: all the cluster manages,
-// or more than fraction of it. A cluster that drops out of every fleet gets
-// an empty slice, and pruning that would delete everything on it,
-// namespaces included; a mistake in Git must not do that silently.
+// holdPrune is slice.HoldsPrune: the rule plan warns with.
 func holdPrune(gone, managed int, fraction float64, decommission bool) bool {
-	if decommission || gone == 0 {
-		return false
-	}
-	return gone >= managed || float64(gone) > fraction*float64(managed)
+	return slice.HoldsPrune(gone, managed, fraction, decommission)
 }
 
 // heldPrune is what a cycle did not prune, for status and logs.
