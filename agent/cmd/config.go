@@ -15,6 +15,8 @@ import (
 
 	"github.com/flotilla-gitops/flotilla/agent/state"
 	"sigs.k8s.io/yaml"
+
+	"github.com/flotilla-gitops/flotilla/agent/reconcile"
 )
 
 // EnvPrefix: every flag can be set from the environment as
@@ -55,6 +57,8 @@ type options struct {
 	qps         float32
 	burst       int
 	workers     int
+	// pruneHoldFraction: see reconcile.Config.PruneHoldFraction.
+	pruneHoldFraction float64
 
 	leaderElect   bool
 	leaseName     string
@@ -107,6 +111,7 @@ func (o *options) bindFlags(f *pflag.FlagSet) {
 	f.Float32Var(&o.qps, "kube-api-qps", 100, "maximum queries per second to the Kubernetes API")
 	f.IntVar(&o.burst, "kube-api-burst", 300, "maximum burst of queries to the Kubernetes API")
 	f.IntVar(&o.workers, "workers", 8, "units rendered and applied in parallel")
+	f.Float64Var(&o.pruneHoldFraction, "prune-hold-fraction", reconcile.DefaultPruneHoldFraction, "when the units leaving the slice are all the managed units or more than this fraction of them (0 < f ≤ 1), they are not pruned until the slice is marked decommission (flotilla cluster decommission)")
 
 	f.BoolVar(&o.leaderElect, "leader-elect", false, "elect a leader on a Lease so that only one replica reconciles")
 	f.StringVar(&o.leaseName, "leader-election-id", defaultLeaseName, "name of the leader Lease in --namespace")
@@ -307,6 +312,9 @@ func (o *options) finish(lookup func(string) (string, bool)) error {
 	}
 	if o.stateName == "" {
 		bad("--state-configmap must not be empty")
+	}
+	if !(o.pruneHoldFraction > 0 && o.pruneHoldFraction <= 1) {
+		bad("--prune-hold-fraction must be in (0, 1]")
 	}
 	if o.leaderElect {
 		if o.leaseName == "" {

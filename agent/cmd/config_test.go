@@ -149,6 +149,8 @@ func TestConfigErrors(t *testing.T) {
 		{name: "bad log format", args: append(base, "--log-format", "xml"), want: "--log-format"},
 		{name: "bad log level", args: append(base, "--log-level", "loud"), want: "--log-level"},
 		{name: "bad interval", args: append(base, "--interval", "0s"), want: "--interval"},
+		{name: "prune hold fraction zero", args: append(base, "--prune-hold-fraction", "0"), want: "--prune-hold-fraction"},
+		{name: "prune hold fraction above 1", args: append(base, "--prune-hold-fraction", "1.5"), want: "--prune-hold-fraction"},
 		{name: "lease timings", args: append(base, "--leader-elect", "--leader-election-renew-deadline", "20s"), want: "lease duration > renew deadline"},
 		{name: "bad environment value", args: base, env: map[string]string{"FLOTILLA_WORKERS": "many"}, want: "FLOTILLA_WORKERS"},
 		{name: "tag ref", file: strings.Replace(gitRepository, "branch: production", "tag: v1.0.0", 1), want: "only branch is supported"},

@@ -166,9 +166,10 @@ func run(ctx context.Context, o *options, stderr io.Writer) error {
 		Sink:    statusSink(o, statusWriter),
 		Metrics: m, Logger: log,
 		Interval: o.interval, PollInterval: o.pollInterval, Workers: o.workers,
-		Render:        render.Options{Limits: render.Limits{Timeout: o.renderTimeout, MaxHelmMemory: helmMemory}},
-		ShutdownGrace: o.shutdownGrace,
-		Identity:      o.identity, AgentVersion: version.Version,
+		PruneHoldFraction: o.pruneHoldFraction,
+		Render:            render.Options{Limits: render.Limits{Timeout: o.renderTimeout, MaxHelmMemory: helmMemory}},
+		ShutdownGrace:     o.shutdownGrace,
+		Identity:          o.identity, AgentVersion: version.Version,
 		Secrets: append(secrets(auth, o.repoURL), statusSecrets(o)...),
 	})
 	if err != nil {

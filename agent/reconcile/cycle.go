@@ -66,6 +66,8 @@ type cycleRun struct {
 	rev        *acceptedRev
 	renderOpts render.Options
 	obs        *apply.Observation
+	// held: units that left the slice but were not pruned (prunehold.go).
+	held *heldPrune
 
 	rendered, applied, unchanged, failed, waiting atomic.Int64
 	driftCorrected                                atomic.Int64
@@ -304,6 +306,12 @@ func (l *Loop) pruneRemoved(ctx context.Context, rc *cycleRun) {
 	if len(gone) == 0 {
 		return
 	}
+	if holdPrune(len(gone), len(inv), l.cfg.PruneHoldFraction, rc.rev.slice.Decommission) {
+		slices.Sort(gone)
+		rc.held = &heldPrune{units: gone, managed: len(inv), fraction: l.cfg.PruneHoldFraction}
+		l.log.Warn("prune held: too many units left the slice", "units", len(gone), "managed", len(inv), "held", strings.Join(gone, ","))
+		return
+	}
 	var (
 		wg  sync.WaitGroup
 		mu  sync.Mutex
@@ -339,6 +347,9 @@ func (l *Loop) pruneRemoved(ctx context.Context, rc *cycleRun) {
 			attrs := []any{"unit", name}
 			if res != nil {
 				attrs = append(attrs, "pruned", len(res.Pruned), "kept", len(res.PruneKept), "orphaned", len(res.Orphaned))
+				for _, k := range res.KeptNamespaces {
+					l.log.Warn(k, "unit", name)
+				}
 			}
 			l.log.Info("unit left the slice; deleted", attrs...)
 		})

@@ -32,7 +32,10 @@
 //  5. units that left the slice are deleted through their inventories
 //     (Applier.Delete honours the prune flag they were applied with), after
 //     the others were applied, so an object moving between units is never
-//     deleted and re-created.
+//     deleted and re-created. When they are all the units with an inventory,
+//     or more than Config.PruneHoldFraction of them, and the slice is not
+//     marked decommission, none is deleted: the cluster's PruneHeld
+//     condition names them (prunehold.go, slice.HoldsPrune).
 //  6. status: a status.ClusterStatus goes to the StatusSink, metrics are
 //     updated.
 //

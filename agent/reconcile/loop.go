@@ -3,6 +3,7 @@ package reconcile
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"math/rand/v2"
@@ -64,6 +65,11 @@ type Config struct {
 	PollInterval time.Duration
 	// Workers bounds the units rendered and applied at once.
 	Workers int
+	// PruneHoldFraction: when units leaving the slice are all the cluster
+	// manages, or more than this fraction of them, they are not pruned
+	// unless the slice is marked decommission (prunehold.go). In (0, 1];
+	// DefaultPruneHoldFraction when zero.
+	PruneHoldFraction float64
 	// Render options; Capabilities are filled from Discovery every cycle.
 	Render render.Options
 	// ShutdownGrace is how long the current cycle may go on after Run's
@@ -154,6 +160,12 @@ func New(cfg Config) (*Loop, error) {
 	}
 	if cfg.ShutdownGrace <= 0 {
 		cfg.ShutdownGrace = DefaultShutdownGrace
+	}
+	if cfg.PruneHoldFraction == 0 {
+		cfg.PruneHoldFraction = DefaultPruneHoldFraction
+	}
+	if cfg.PruneHoldFraction < 0 || cfg.PruneHoldFraction > 1 {
+		return nil, fmt.Errorf("reconcile: Config.PruneHoldFraction %g is not in (0, 1]", cfg.PruneHoldFraction)
 	}
 	log := cfg.Logger
 	if log == nil {

@@ -489,13 +489,14 @@ func TestLoopUnitsLeavingTheSliceHonourTheirPruneFlag(t *testing.T) {
 	ns := "leave-apps"
 	kept := configMapUnit("kept", ns, "x")
 	kept.noPrune = true
-	e := newEnv(t, "leave", []unit{configMapUnit("stay", ns, "x"), configMapUnit("pruned", ns, "x"), kept}, nil)
+	// Two of four units leave: not more than the default hold fraction.
+	e := newEnv(t, "leave", []unit{configMapUnit("stay", ns, "x"), configMapUnit("stay2", ns, "x"), configMapUnit("pruned", ns, "x"), kept}, nil)
 	if _, err := e.cycle(); err != nil {
 		t.Fatal(err)
 	}
-	e.push([]unit{configMapUnit("stay", ns, "x")})
+	e.push([]unit{configMapUnit("stay", ns, "x"), configMapUnit("stay2", ns, "x")})
 	st, err := e.cycle()
-	if err != nil || len(st.Units) != 1 {
+	if err != nil || len(st.Units) != 2 {
 		t.Fatalf("cycle: %v %+v", err, st)
 	}
 	if _, err := e.value("pruned"); !apierrors.IsNotFound(err) {
@@ -508,7 +509,7 @@ func TestLoopUnitsLeavingTheSliceHonourTheirPruneFlag(t *testing.T) {
 		t.Errorf("unit stay: %v", err)
 	}
 	units, err := e.applier.Units(context.Background())
-	if err != nil || strings.Join(units, ",") != "stay" {
+	if err != nil || strings.Join(units, ",") != "stay,stay2" {
 		t.Errorf("inventories left: %v %v", units, err)
 	}
 }

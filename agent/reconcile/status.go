@@ -58,7 +58,7 @@ func (l *Loop) buildStatus(rc *cycleRun, fetched string, verif *status.Verificat
 	}
 
 	// Applied: every unit of the slice applied at the desired revision.
-	complete := rc.rev != nil && revision == l.desired && len(removed) == 0
+	complete := rc.rev != nil && revision == l.desired && len(removed) == 0 && rc.held == nil
 	for _, u := range st.Units {
 		if u.AppliedRevision != revision {
 			complete = false
@@ -119,6 +119,9 @@ func (l *Loop) setClusterConditions(st *status.ClusterStatus, rc *cycleRun, prob
 			ready.Reason = c.Reason
 		}
 		ready.Message = unitNames(notReady) + " not ready"
+	case rc.held != nil:
+		ready.Status, ready.Reason = metav1.ConditionFalse, status.ReasonAwaitingDecommission
+		ready.Message = "units that left the slice are held, not pruned; see " + status.ConditionPruneHeld
 	default:
 		ready.Message = "Applied revision: " + rc.rev.res.Revision
 	}
@@ -140,6 +143,12 @@ func (l *Loop) setClusterConditions(st *status.ClusterStatus, rc *cycleRun, prob
 		apimeta.SetStatusCondition(conds, *stall)
 	} else {
 		apimeta.RemoveStatusCondition(conds, status.ConditionStalled)
+	}
+
+	if rc.held != nil {
+		apimeta.SetStatusCondition(conds, rc.held.condition(l.cfg.Cluster))
+	} else {
+		apimeta.RemoveStatusCondition(conds, status.ConditionPruneHeld)
 	}
 
 	if len(progressing) > 0 {

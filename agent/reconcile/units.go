@@ -194,11 +194,12 @@ func (l *Loop) reconcileUnit(ctx context.Context, rc *cycleRun, u slice.Unit, st
 	case res.Skipped:
 		return outcome{reason: status.ReasonSucceeded, applied: true}
 	}
-	return outcome{
-		reason: status.ReasonSucceeded, applied: true,
-		log: "unit applied", logAttrs: []any{"revision", rev.Revision, "created", res.Created, "configured", res.Configured,
-			"unchanged", res.Unchanged, "pruned", len(res.Pruned), "driftCorrected", res.DriftCorrected},
+	attrs := []any{"revision", rev.Revision, "created", res.Created, "configured", res.Configured,
+		"unchanged", res.Unchanged, "pruned", len(res.Pruned), "driftCorrected", res.DriftCorrected}
+	if len(res.KeptNamespaces) > 0 {
+		attrs = append(attrs, "keptNamespaces", strings.Join(res.KeptNamespaces, "; "))
 	}
+	return outcome{reason: status.ReasonSucceeded, applied: true, log: "unit applied", logAttrs: attrs}
 }
 
 // restoreDrift re-applies a unit from where it last rendered when its new

@@ -41,6 +41,7 @@ and reads the status every agent commits back to Git.`,
 	root.AddCommand(newInitCommand(), newBootstrapCommand())
 	root.AddCommand(newStatusCommand())
 	root.AddCommand(newPlanCommand())
+	root.AddCommand(newClusterCommand())
 	return root
 }
 

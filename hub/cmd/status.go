@@ -83,6 +83,9 @@ in the fleet repo or in --status-repo), and prints one row per cluster:
   InSync       applied at the head — or at an older commit after which nothing
                in the cluster's slice changed — with every unit Ready
   Behind       not yet applied at the head, or units not Ready yet
+  PruneHeld    units left the cluster's slice, but too many to prune without
+               the decommission marker: the agent keeps them and waits for
+               flotilla cluster decommission (or for the units to come back)
   Failing      a unit (or the agent's loop) failed; the reasons are listed
   Unreachable  no heartbeat for longer than the strictest healthCheck of the
                cluster's fleets (interval × failureThreshold; 10m × 3 when no

@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -71,6 +72,8 @@ type Applier struct {
 	client client.Client
 	raw    rest.Interface // server-side apply requests, see serverSideApply
 	rm     *ssa.ResourceManager
+	// disc lists the resource types a Namespace may hold (namespace.go).
+	disc discovery.CachedDiscoveryInterfaceWithContext
 
 	mu          sync.Mutex
 	inventories map[string]*Inventory // loaded or written
@@ -114,6 +117,7 @@ func NewWithClients(c *Clients, opts Options) (*Applier, error) {
 		opts:        opts,
 		client:      c.Client,
 		raw:         raw,
+		disc:        c.Discovery,
 		rm:          ssa.NewResourceManager(c.Client, poller, ssa.Owner{Field: opts.FieldManager, Group: "flotilla.dev"}),
 		inventories: map[string]*Inventory{},
 		unitLocks:   map[string]*sync.Mutex{},
@@ -175,6 +179,9 @@ type UnitResult struct {
 	// inventory for the next attempt; Orphaned are no longer rendered but
 	// left because the unit does not prune. All as Kind/namespace/name.
 	Pruned, PruneKept, PruneFailed, Orphaned []string
+	// KeptNamespaces says, per Namespace in PruneKept because it still
+	// holds an object Flotilla does not manage, which one.
+	KeptNamespaces []string
 	// Ready: with Wait, every object reached kstatus Current; without, the
 	// apply succeeded.
 	Ready bool

@@ -82,7 +82,13 @@
 // when the unit has Prune set, only if the live object still carries both
 // ownership labels for this unit and is not annotated
 // flotilla.dev/prune=disabled or flotilla.dev/reconcile=disabled; otherwise
-// it is kept and reported in UnitResult.PruneKept. A failed delete stays in
+// it is kept and reported in UnitResult.PruneKept. A Namespace is also kept
+// while it holds an object Flotilla does not manage (one without the
+// managed-by label and without an owner; events and the ServiceAccount and
+// CA ConfigMap Kubernetes creates in every namespace do not count), since
+// deleting it would delete that object too: UnitResult.KeptNamespaces names
+// the object. When its objects cannot be listed, the Namespace is a failed
+// delete. A failed delete stays in
 // the inventory and is retried by the next Apply, even of an unchanged
 // unit. An empty object set is refused with ErrEmpty unless AllowEmpty.
 //

@@ -30,6 +30,20 @@ func (a *Applier) prune(ctx context.Context, unit string, stale []Entry, res *Un
 		errs   []error
 	)
 	for _, e := range ordered {
+		if isNamespace(e) {
+			other, err := a.unmanagedIn(ctx, e.ID.Name)
+			if err != nil {
+				failed = append(failed, e)
+				res.PruneFailed = append(res.PruneFailed, e.Subject())
+				errs = append(errs, fmt.Errorf("keep %s: %w", e.Subject(), err))
+				continue
+			}
+			if other != "" {
+				res.PruneKept = append(res.PruneKept, e.Subject())
+				res.KeptNamespaces = append(res.KeptNamespaces, fmt.Sprintf("%s kept: it holds %s, which Flotilla does not manage", e.Subject(), other))
+				continue
+			}
+		}
 		obj := &unstructured.Unstructured{}
 		obj.SetGroupVersionKind(e.GroupVersionKind())
 		obj.SetNamespace(e.ID.Namespace)

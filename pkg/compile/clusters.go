@@ -81,9 +81,10 @@ func (c *compiler) compileClusters(clusters []*fleet.Cluster) ([]*ClusterOutput,
 
 // clusterDraft is a cluster's units, dependencies set, before ordering.
 type clusterDraft struct {
-	cluster  string
-	units    []slice.Unit
-	contents map[string]*unitContent
+	cluster      string
+	decommission bool
+	units        []slice.Unit
+	contents     map[string]*unitContent
 }
 
 // finish orders the draft's units and lays out its files. It touches no
@@ -93,7 +94,7 @@ func (d *clusterDraft) finish() (*ClusterOutput, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &slice.Slice{APIVersion: slice.APIVersion, Kind: slice.Kind, Cluster: d.cluster, Units: ordered}
+	s := &slice.Slice{APIVersion: slice.APIVersion, Kind: slice.Kind, Cluster: d.cluster, Decommission: d.decommission, Units: ordered}
 	files := make([]File, 0, 1+2*len(ordered))
 	files = append(files, File{Path: slice.SlicePath(d.cluster), Data: slice.Marshal(s)})
 	for _, u := range ordered {
@@ -109,6 +110,10 @@ func (d *clusterDraft) finish() (*ClusterOutput, error) {
 // (recorded in c.errs).
 func (c *compiler) draftCluster(cl *fleet.Cluster) *clusterDraft {
 	name := cl.Metadata.Name
+	if cl.Spec.Decommission {
+		// No units, and the marker that lets the agent prune them all.
+		return &clusterDraft{cluster: name, decommission: true}
+	}
 	type pending struct {
 		unit    slice.Unit
 		content *unitContent

@@ -60,6 +60,10 @@ type ClusterSpec struct {
 	// StatusKeys are public keys (OpenPGP armored or SSH authorized_keys
 	// lines) whose signatures make this cluster's status commits trusted.
 	StatusKeys []string `json:"statusKeys,omitempty"`
+	// Decommission removes every unit from the cluster and confirms to its
+	// agent that pruning them all is intended; `flotilla cluster
+	// decommission` sets it. Without it an agent holds such a prune.
+	Decommission bool `json:"decommission,omitempty"`
 }
 
 // Fleet is a group of clusters: fleets/<name>.yaml.

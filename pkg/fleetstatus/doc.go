@@ -11,11 +11,13 @@
 // Read loads clusters/ and fleets/ from the fleet repo's branch head (a URL,
 // fetched into a cache, or a local clone or bare repository read in
 // place), reads every status ref (gitrepo.ReadRefs) and returns a View:
-// per cluster its State (InSync, Behind, Failing, Unreachable, ClockSkew,
-// Conflict, NoStatus, Untrusted), revisions, units Ready/total, failing units with reasons,
-// Volcano jobs by phase and the heartbeat's age. A cluster applied at an
-// older commit is InSync when no file of its slice
-// (rendered/<bucket>/<cluster>/) changed since. Unreachable means no
+// per cluster its State (InSync, Behind, PruneHeld, Failing, Unreachable,
+// ClockSkew, Conflict, NoStatus, Untrusted; PruneHeld: the agent holds a
+// prune of most of the cluster until `flotilla cluster decommission`),
+// revisions, units Ready/total, failing units with reasons, Volcano jobs by
+// phase and the heartbeat's age. A cluster applied at an older commit is
+// InSync when no file of its slice (rendered/<bucket>/<cluster>/) changed
+// since. Unreachable means no
 // heartbeat for longer than the strictest interval × failureThreshold of
 // the cluster's fleets (DefaultHealthCheckInterval × DefaultFailureThreshold,
 // 10m × 3, when none sets a healthCheck: a shorter default would flag

@@ -251,6 +251,8 @@ func stateIcon(s State) string {
 		return "⏳"
 	case StateFailing:
 		return "❌"
+	case StatePruneHeld:
+		return "✋"
 	case StateUnreachable:
 		return "📡"
 	case StateUntrusted:

@@ -42,6 +42,10 @@ const (
 	StateUnreachable State = "Unreachable"
 	// StateFailing: a unit (or the loop) failed; see FailingUnits.
 	StateFailing State = "Failing"
+	// StatePruneHeld: the agent did not prune units that left its slice
+	// because they were too many; it waits for `flotilla cluster
+	// decommission` (or for the units to come back).
+	StatePruneHeld State = "PruneHeld"
 	// StateBehind: not yet applied at the branch head (or not all Ready).
 	StateBehind State = "Behind"
 	// StateInSync: applied at the head, or at an older commit after which
@@ -50,7 +54,7 @@ const (
 )
 
 // AllStates in display order.
-var AllStates = []State{StateInSync, StateBehind, StateFailing, StateUnreachable, StateClockSkew, StateConflict, StateNoStatus, StateUntrusted}
+var AllStates = []State{StateInSync, StateBehind, StatePruneHeld, StateFailing, StateUnreachable, StateClockSkew, StateConflict, StateNoStatus, StateUntrusted}
 
 // DefaultClockSkewTolerance is how far ahead of the reader's clock a
 // heartbeat may be before the cluster shows ClockSkew: NTP-synced clocks
@@ -376,6 +380,8 @@ func clusterView(ctx context.Context, d *fleetData, c *fleet.Cluster, now time.T
 		if len(cv.FailingUnits) > 1 {
 			cv.Reason += fmt.Sprintf(" (and %d more)", len(cv.FailingUnits)-1)
 		}
+	case status.PruneHeld(doc) != "":
+		cv.State, cv.Reason = StatePruneHeld, status.PruneHeld(doc)
 	default:
 		cv.State, cv.Reason = inSync(ctx, d, name, doc, cv, diffs)
 	}

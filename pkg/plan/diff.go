@@ -8,6 +8,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/flotilla-gitops/flotilla/pkg/compile"
+	"github.com/flotilla-gitops/flotilla/pkg/plural"
 	"github.com/flotilla-gitops/flotilla/pkg/slice"
 )
 
@@ -152,6 +154,9 @@ func (pl *planner) cluster(name string, pairs []*unitPair, p *Plan) (*ClusterPla
 	if len(cp.Units) == 0 && cp.Change == Changed {
 		return nil, nil
 	}
+	if w := heldPruneWarning(name, pl.base.byName[name], pl.head.byName[name]); w != "" {
+		p.Warnings = append(p.Warnings, w)
+	}
 	cp.Counts.Clusters = 1
 	return cp, nil
 }
@@ -238,4 +243,32 @@ func orNone(v any) any {
 		return "(none)"
 	}
 	return v
+}
+
+// heldPruneWarning says when a cluster's agent will hold the prune this
+// change asks for (slice.HoldsPrune, at the agent's default fraction), so
+// the reviewer sees that an emptied cluster keeps its workloads.
+func heldPruneWarning(name string, base, head *compile.ClusterOutput) string {
+	if base == nil || head == nil {
+		return ""
+	}
+	inHead := make(map[string]bool, len(head.Slice.Units))
+	for _, u := range head.Slice.Units {
+		inHead[u.Name] = true
+	}
+	gone := 0
+	for _, u := range base.Slice.Units {
+		if !inHead[u.Name] {
+			gone++
+		}
+	}
+	managed := len(base.Slice.Units) + len(head.Slice.Units) - (len(base.Slice.Units) - gone)
+	switch {
+	case head.Slice.Decommission && len(base.Slice.Units) > 0:
+		return fmt.Sprintf("cluster %s is decommissioned: its agent prunes all %s.", name, plural.Count(len(base.Slice.Units), "unit", "units"))
+	case slice.HoldsPrune(gone, managed, slice.DefaultPruneHoldFraction, head.Slice.Decommission):
+		return fmt.Sprintf("cluster %s: %d of its %s leave its slice; its agent holds this prune (PruneHeld) and deletes nothing until `flotilla cluster decommission %s` is merged.",
+			name, gone, plural.Count(managed, "unit", "units"), name)
+	}
+	return ""
 }

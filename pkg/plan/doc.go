@@ -42,7 +42,10 @@
 // sets Plan.Failed (the agent would fail on it too); one that fails at base
 // is a warning and its head objects count as added. A cluster that leaves
 // the repo is shown as removed, with a warning that its agent deletes
-// nothing (it finds no slice).
+// nothing (it finds no slice). A cluster losing all its units, or more
+// than half of them, gets a warning that its agent holds that prune
+// (slice.HoldsPrune at the default fraction) until `flotilla cluster
+// decommission`; a decommissioned one, that its agent prunes everything.
 //
 // # JSON (-o json)
 //

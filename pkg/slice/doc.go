@@ -2,7 +2,8 @@
 // writes rendered/<bucket>/<cluster>/, and the agent, which reads its
 // cluster's slice.yaml and hands each unit to pkg/render: the Slice and
 // Unit types, the rendered/ tree layout and unit naming, and the slice.yaml
-// encoding (Marshal) and strict decoding (Read, Parse, Validate).
+// encoding (Marshal) and strict decoding (Read, Parse, Validate), and the
+// rule by which an agent holds a prune of most of a cluster (HoldsPrune).
 //
 // It imports nothing of the fleet model, so the agent links only this;
 // the compiler that produces slices is pkg/compile, which only the hub

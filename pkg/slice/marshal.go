@@ -91,6 +91,9 @@ func Marshal(s *Slice) []byte {
 	b.WriteString(QuoteScalar(s.Kind))
 	b.WriteString("\ncluster: ")
 	b.WriteString(QuoteScalar(s.Cluster))
+	if s.Decommission {
+		b.WriteString("\ndecommission: true")
+	}
 	if len(s.Units) == 0 {
 		b.WriteString("\nunits: []\n")
 		return b.Bytes()

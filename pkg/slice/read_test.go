@@ -48,6 +48,11 @@ func TestSliceRoundTrip(t *testing.T) {
 	if err != nil || got.Cluster != "c" || len(got.Units) != 0 {
 		t.Fatalf("empty slice: %+v, %v", got, err)
 	}
+	empty.Decommission = true
+	got, err = Parse(Marshal(empty))
+	if err != nil || !got.Decommission || len(got.Units) != 0 {
+		t.Fatalf("decommissioned slice: %+v, %v", got, err)
+	}
 }
 
 func TestRead(t *testing.T) {

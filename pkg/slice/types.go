@@ -69,7 +69,12 @@ type Slice struct {
 	APIVersion string `json:"apiVersion"`
 	Kind       string `json:"kind"`
 	Cluster    string `json:"cluster"`
-	Units      []Unit `json:"units"`
+	// Decommission is the fleet repo's confirmation (the Cluster's
+	// spec.decommission) that the cluster is to lose its workloads: only
+	// with it does the agent prune a slice that removes all or most of
+	// what it manages.
+	Decommission bool   `json:"decommission,omitempty"`
+	Units        []Unit `json:"units"`
 }
 
 // Unit is one independently applied, pruned and health-checked piece of a

@@ -94,3 +94,12 @@ func ShortRevision(rev string) string {
 	}
 	return strings.TrimSuffix(rev, h) + h[:12]
 }
+
+// PruneHeld returns the message of the cluster's PruneHeld condition when
+// its agent is holding a prune, else "".
+func PruneHeld(doc *ClusterStatus) string {
+	if c := findCondition(doc.Conditions, ConditionPruneHeld); c != nil && c.Status == metav1.ConditionTrue {
+		return c.Message
+	}
+	return ""
+}

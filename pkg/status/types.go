@@ -24,6 +24,9 @@ const (
 	ConditionReady       = "Ready"
 	ConditionReconciling = "Reconciling"
 	ConditionStalled     = "Stalled"
+	// ConditionPruneHeld: units left the slice but too many to prune
+	// without the cluster's decommission marker; they are kept.
+	ConditionPruneHeld = "PruneHeld"
 
 	ReasonSucceeded          = "ReconciliationSucceeded"
 	ReasonProgressing        = "Progressing"
@@ -37,6 +40,8 @@ const (
 	// ReasonSourceStale: a unit's sources in Git do not match the hash its
 	// slice records (pushed without re-rendering); the unit is refused.
 	ReasonSourceStale = "SourceStale"
+	// ReasonAwaitingDecommission: a held prune waits for the marker.
+	ReasonAwaitingDecommission = "AwaitingDecommission"
 )
 
 // RefFor is the status ref of a cluster.
