@@ -42,6 +42,10 @@ type Source struct {
 	// Paths limits checkouts to these slash-separated subtrees of the
 	// repository (e.g. "rendered/member1", "charts"); all when empty.
 	Paths []string
+	// MaxFetchSize bounds the pack one fetch may download, in bytes: a
+	// larger one fails with ErrTooLarge and the last good checkout stays.
+	// Zero is DefaultMaxFetchSize; negative is no limit.
+	MaxFetchSize int64
 	// KeepCheckouts is how many checkouts stay on disk, newest first
 	// (default 2): a Result's Dir remains valid until that many newer
 	// checkouts were made.
@@ -245,7 +249,10 @@ func (s *Source) fetchAndCheckout(ctx context.Context, ep *endpoint, want plumbi
 	fetched := false
 	if _, err := repo.CommitObject(want); err != nil {
 		specs := []config.RefSpec{config.RefSpec("+" + s.branchRef().String() + ":" + s.branchRef().String())}
-		if err := fetchInto(ctx, repo.Storer, ep, s.Timeout, specs, s.fetchDepth(repo)); err != nil {
+		if err := fetchLimited(ctx, repo.Storer, ep, s.Timeout, specs, s.fetchDepth(repo), maxFetchSize(s.MaxFetchSize)); err != nil {
+			if errors.Is(err, ErrTooLarge) {
+				removeTempPacks(s.repoDir())
+			}
 			return Result{}, err
 		}
 		fetched = true
@@ -415,7 +422,10 @@ func (s *Source) CommitsBetween(ctx context.Context, from, to string) ([]Commit,
 				}
 			}
 			specs := []config.RefSpec{config.RefSpec("+" + s.branchRef().String() + ":" + s.branchRef().String())}
-			if err := fetchInto(ctx, repo.Storer, ep, s.Timeout, specs, depth); err != nil {
+			if err := fetchLimited(ctx, repo.Storer, ep, s.Timeout, specs, depth, maxFetchSize(s.MaxFetchSize)); err != nil {
+				if errors.Is(err, ErrTooLarge) {
+					removeTempPacks(s.repoDir())
+				}
 				return nil, err
 			}
 		}
