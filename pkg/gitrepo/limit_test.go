@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"os"
 	"path/filepath"
 	"testing"
 
@@ -53,5 +54,39 @@ func TestSyncFetchTooLarge(t *testing.T) {
 	}
 	if res.Hash != big {
 		t.Errorf("head %s, want %s", res.Hash, big)
+	}
+}
+
+// TestSyncTamperedCheckout: a checkout altered on disk between two runs is
+// not returned by LastGood nor reused by Sync; Sync exports it again.
+func TestSyncTamperedCheckout(t *testing.T) {
+	srv, auth := fleet(t, fleetFiles)
+	ctx := context.Background()
+	cache := t.TempDir()
+	src := &gitrepo.Source{URL: srv.URL("fleet"), Auth: auth, CacheDir: cache}
+	res, err := src.Sync(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := filepath.Join(res.Dir, "clusters", "member1.yaml")
+	_ = os.Chmod(f, 0o644)
+	if err := os.WriteFile(f, []byte("name: evil\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	restarted := &gitrepo.Source{URL: srv.URL("fleet"), Auth: auth, CacheDir: cache}
+	if last, ok := restarted.LastGood(); ok {
+		t.Errorf("LastGood returned a tampered checkout: %+v", last)
+	}
+	res2, err := restarted.Sync(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := readDir(t, res2.Dir); res2.Hash != res.Hash || !equalFiles(got, fleetFiles) {
+		t.Errorf("after re-sync: %s %v", res2.Hash, got)
+	}
+	// Untouched, it is trusted again after a restart (offline too).
+	again := &gitrepo.Source{URL: srv.URL("fleet"), Auth: auth, CacheDir: cache}
+	if last, ok := again.LastGood(); !ok || last.Hash != res.Hash {
+		t.Errorf("LastGood of an intact checkout: %+v %v", last, ok)
 	}
 }
