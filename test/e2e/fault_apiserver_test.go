@@ -131,7 +131,7 @@ func TestFaultAPIServerRestartDuringColdApply(t *testing.T) {
 	if len(reported) == 0 {
 		t.Errorf("no failed cycle was logged while kube-apiserver was down")
 	} else {
-		t.Logf("%d cycles reported the outage; first: %s", len(reported), reported[0])
+		t.Logf("%d records reported the outage; first: %s", len(reported), reported[0])
 	}
 }
 
