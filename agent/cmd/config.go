@@ -77,6 +77,8 @@ type options struct {
 	renderTimeout time.Duration
 	// helmWorkerMemory is --helm-worker-memory, resolved by helmWorkerMemory.
 	helmWorkerMemory string
+	// gitMaxFetchSize is --git-max-fetch-size, resolved by gitMaxFetchSize.
+	gitMaxFetchSize string
 	// volcanoRetention keeps finished Volcano jobs whose unit left the
 	// slice (pkg/volcano).
 	volcanoRetention time.Duration
@@ -101,6 +103,7 @@ func (o *options) bindFlags(f *pflag.FlagSet) {
 	f.DurationVar(&o.timeout, "timeout", time.Minute, "timeout of each Git operation")
 	f.StringVar(&o.credentialsDir, "git-credentials-dir", "", "directory of a mounted Secret with the Git credentials (files username, password, bearerToken, identity, known_hosts, ca.crt)")
 	f.StringVar(&o.credentialsRoot, "git-credentials-root", defaultCredentialsRoot, "where --config's spec.secretRef.name is looked up: the credentials directory is <root>/<name>")
+	f.StringVar(&o.gitMaxFetchSize, "git-max-fetch-size", "512Mi", "largest pack one Git fetch may download, as a quantity (e.g. 512Mi); a larger fetch fails and the last good revision stays applied")
 	f.StringSliceVar(&o.sparseCheckout, "sparse-checkout", nil, "check out only these repo paths (comma separated; default: the whole tree); they must hold the cluster's slice and every source its units use")
 	f.StringVar(&o.cacheDir, "cache-dir", defaultCacheDir, "on-disk Git cache and checkouts; keep it on a volume so a restarted agent works offline")
 	f.StringVar(&o.statusFile, "status-file", "", "where each cycle's status document is written (default <cache-dir>/status.yaml)")
@@ -338,6 +341,9 @@ func (o *options) finish(lookup func(string) (string, bool)) error {
 		bad("--shutdown-grace, --render-timeout and --volcano-completed-retention must not be negative")
 	}
 	if _, err := helmWorkerMemory(o.helmWorkerMemory, func() (int64, bool) { return 0, false }); err != nil {
+		bad("%v", err)
+	}
+	if _, err := gitMaxFetchSize(o.gitMaxFetchSize); err != nil {
 		bad("%v", err)
 	}
 	problems = append(problems, o.verifyProblems()...)

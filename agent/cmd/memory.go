@@ -59,3 +59,16 @@ func helmWorkerMemory(flag string, limit func() (int64, bool)) (int64, error) {
 	}
 	return q.Value(), nil
 }
+
+// gitMaxFetchSize resolves --git-max-fetch-size to bytes for
+// gitrepo.Source.MaxFetchSize.
+func gitMaxFetchSize(flag string) (int64, error) {
+	q, err := resource.ParseQuantity(flag)
+	if err != nil {
+		return 0, fmt.Errorf("--git-max-fetch-size %q: %w", flag, err)
+	}
+	if q.Sign() <= 0 {
+		return 0, fmt.Errorf("--git-max-fetch-size %q: must be positive", flag)
+	}
+	return q.Value(), nil
+}

@@ -116,9 +116,14 @@ func run(ctx context.Context, o *options, stderr io.Writer) error {
 	if err := os.MkdirAll(o.cacheDir, 0o755); err != nil {
 		return fmt.Errorf("cache dir: %w", err)
 	}
+	maxFetch, err := gitMaxFetchSize(o.gitMaxFetchSize)
+	if err != nil {
+		return err
+	}
 	src := &gitrepo.Source{
 		URL: o.repoURL, Branch: o.branch, Auth: auth,
 		CacheDir: filepath.Join(o.cacheDir, "git"), Timeout: o.timeout, Paths: o.sparseCheckout,
+		MaxFetchSize: maxFetch,
 	}
 	// One HTTP client, REST mapper and discovery client for everything that
 	// reconciles: one connection pool, and each kind mapped once rather than

@@ -12,8 +12,11 @@
 // Sync returns a Result with Revision ("main@sha1:<hash>"), Hash and Dir, an
 // immutable directory holding the commit's tree. errors.Is(err,
 // ErrUnreachable) tells an outage from ErrAuth, ErrRepoNotFound and
-// ErrRefNotFound. The cache under CacheDir survives restarts and is cloned
-// again when damaged. Trees are written through go-billy's BoundOS
+// ErrRefNotFound. A fetch larger than MaxFetchSize (DefaultMaxFetchSize,
+// 512 MiB, when zero) is aborted as it streams to disk, with ErrTooLarge; the
+// last good checkout stays. The cache under CacheDir survives restarts and
+// is cloned again when damaged; a checkout whose content no longer matches
+// the digest recorded when it was exported is exported again, never used. Trees are written through go-billy's BoundOS
 // filesystem with every entry name checked (go-git CVE-2023-49569).
 // Source.Commit and Source.CommitsBetween give the commits to verify.
 //

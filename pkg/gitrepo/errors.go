@@ -45,6 +45,9 @@ var (
 	ErrUntrustedSigner = errors.New("commit signed by an untrusted key")
 	// ErrBadSignature: the signature is malformed or does not match the commit.
 	ErrBadSignature = errors.New("bad commit signature")
+	// ErrTooLarge: a fetch would download more than the configured maximum
+	// (Source.MaxFetchSize); nothing of it is kept.
+	ErrTooLarge = errors.New("git fetch too large")
 )
 
 // classify wraps a transport error with its class. op names the operation

@@ -48,9 +48,15 @@ func listRefs(ctx context.Context, ep *endpoint, timeout time.Duration) (map[str
 // fetchInto fetches specs into st. A missing ref or an empty remote is
 // ErrRefNotFound; "already up to date" is not an error.
 func fetchInto(ctx context.Context, st storage.Storer, ep *endpoint, timeout time.Duration, specs []config.RefSpec, depth int) error {
+	return fetchLimited(ctx, st, ep, timeout, specs, depth, 0)
+}
+
+// fetchLimited is fetchInto that fails with ErrTooLarge once the pack
+// exceeds maxSize bytes (no limit when maxSize <= 0).
+func fetchLimited(ctx context.Context, st storage.Storer, ep *endpoint, timeout time.Duration, specs []config.RefSpec, depth int, maxSize int64) error {
 	opCtx, cancel := context.WithTimeout(ctx, timeoutOr(timeout))
 	defer cancel()
-	rem := git.NewRemote(st, &config.RemoteConfig{Name: "origin", URLs: []string{ep.url}})
+	rem := git.NewRemote(limitFetch(st, maxSize), &config.RemoteConfig{Name: "origin", URLs: []string{ep.url}})
 	err := rem.FetchContext(opCtx, &git.FetchOptions{
 		RefSpecs: specs,
 		Depth:    depth,
@@ -62,6 +68,9 @@ func fetchInto(ctx context.Context, st storage.Storer, ep *endpoint, timeout tim
 	switch {
 	case err == nil, errors.Is(err, git.NoErrAlreadyUpToDate):
 		return nil
+	case errors.Is(err, ErrTooLarge):
+		// Not an outage, whatever the aborted transfer made the transport say.
+		return fmt.Errorf("fetch %s: %w", ep.redacted, err)
 	case errors.As(err, new(git.NoMatchingRefSpecError)), errors.Is(err, transport.ErrEmptyRemoteRepository):
 		return classify(ctx, "fetch", ep.redacted, fmt.Errorf("%w: %w", ErrRefNotFound, err))
 	}
@@ -73,5 +82,6 @@ func fetchInto(ctx context.Context, st storage.Storer, ep *endpoint, timeout tim
 func isTransportError(err error) bool {
 	return errors.Is(err, ErrUnreachable) || errors.Is(err, ErrAuth) ||
 		errors.Is(err, ErrRepoNotFound) || errors.Is(err, ErrRefNotFound) ||
+		errors.Is(err, ErrTooLarge) ||
 		errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }

@@ -42,6 +42,10 @@ type Source struct {
 	// Paths limits checkouts to these slash-separated subtrees of the
 	// repository (e.g. "rendered/member1", "charts"); all when empty.
 	Paths []string
+	// MaxFetchSize bounds the pack one fetch may download, in bytes: a
+	// larger one fails with ErrTooLarge and the last good checkout stays.
+	// Zero is DefaultMaxFetchSize; negative is no limit.
+	MaxFetchSize int64
 	// KeepCheckouts is how many checkouts stay on disk, newest first
 	// (default 2): a Result's Dir remains valid until that many newer
 	// checkouts were made.
@@ -75,6 +79,8 @@ type sourceState struct {
 	Hash       string    `json:"hash"`
 	CommitTime time.Time `json:"commitTime"`
 	Recent     []string  `json:"recent"` // checkout keys, newest first
+	// Digests are dirDigest of the Recent checkouts, by key.
+	Digests map[string]string `json:"digests,omitempty"`
 }
 
 func (s *Source) branch() string {
@@ -146,8 +152,14 @@ func (s *Source) load() {
 	if err != nil || st.URL != redactURL(s.URL) || st.Branch != s.branch() || strings.Join(st.Paths, "\x00") != strings.Join(s.Paths, "\x00") {
 		return
 	}
-	dir := filepath.Join(s.checkoutsDir(), s.checkoutKey(st.Hash))
+	key := s.checkoutKey(st.Hash)
+	dir := filepath.Join(s.checkoutsDir(), key)
 	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+		return
+	}
+	if !s.checkoutIntact(key, dir) {
+		// Damaged on disk: no last good checkout until Sync exports it again.
+		_ = os.RemoveAll(dir)
 		return
 	}
 	s.last = &Result{Revision: s.revision(st.Hash), Hash: st.Hash, Dir: dir, CommitTime: st.CommitTime}
@@ -245,7 +257,10 @@ func (s *Source) fetchAndCheckout(ctx context.Context, ep *endpoint, want plumbi
 	fetched := false
 	if _, err := repo.CommitObject(want); err != nil {
 		specs := []config.RefSpec{config.RefSpec("+" + s.branchRef().String() + ":" + s.branchRef().String())}
-		if err := fetchInto(ctx, repo.Storer, ep, s.Timeout, specs, s.fetchDepth(repo)); err != nil {
+		if err := fetchLimited(ctx, repo.Storer, ep, s.Timeout, specs, s.fetchDepth(repo), maxFetchSize(s.MaxFetchSize)); err != nil {
+			if errors.Is(err, ErrTooLarge) {
+				removeTempPacks(s.repoDir())
+			}
 			return Result{}, err
 		}
 		fetched = true
@@ -260,7 +275,7 @@ func (s *Source) fetchAndCheckout(ctx context.Context, ep *endpoint, want plumbi
 	if err != nil {
 		return Result{}, fmt.Errorf("cache: %w", err)
 	}
-	dir, err := s.checkout(ctx, repo, commit)
+	dir, digest, err := s.checkout(ctx, repo, commit)
 	if err != nil {
 		return Result{}, err
 	}
@@ -279,9 +294,18 @@ func (s *Source) fetchAndCheckout(ctx context.Context, ep *endpoint, want plumbi
 	if len(recent) > keep {
 		recent = recent[:keep]
 	}
+	digests := map[string]string{}
+	for _, k := range recent {
+		if d, ok := st.Digests[k]; ok {
+			digests[k] = d
+		}
+	}
+	if digest != "" {
+		digests[recent[0]] = digest
+	}
 	if err := s.writeState(sourceState{
 		URL: redactURL(s.URL), Branch: s.branch(), Paths: s.Paths,
-		Hash: hash, CommitTime: commit.Committer.When, Recent: recent,
+		Hash: hash, CommitTime: commit.Committer.When, Recent: recent, Digests: digests,
 	}); err != nil {
 		return Result{}, err
 	}
@@ -321,37 +345,48 @@ func (s *Source) fetchDepth(repo *git.Repository) int {
 
 // checkout exports commit's tree into checkouts/<key>, atomically: a crash
 // leaves only a temporary directory, removed by the next gc.
-func (s *Source) checkout(ctx context.Context, repo *git.Repository, commit *object.Commit) (string, error) {
-	dir := filepath.Join(s.checkoutsDir(), s.checkoutKey(commit.Hash.String()))
+func (s *Source) checkout(ctx context.Context, repo *git.Repository, commit *object.Commit) (string, string, error) {
+	key := s.checkoutKey(commit.Hash.String())
+	dir := filepath.Join(s.checkoutsDir(), key)
 	if fi, err := os.Stat(dir); err == nil && fi.IsDir() {
-		return dir, nil
+		if s.checkoutIntact(key, dir) {
+			return dir, "", nil
+		}
+		if err := os.RemoveAll(dir); err != nil {
+			return "", "", fmt.Errorf("remove damaged checkout: %w", err)
+		}
 	}
 	filter, err := newPathFilter(s.Paths)
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	tree, err := commit.Tree()
 	if err != nil {
-		return "", fmt.Errorf("cache: tree of %s: %w", commit.Hash, err)
+		return "", "", fmt.Errorf("cache: tree of %s: %w", commit.Hash, err)
 	}
 	if err := os.MkdirAll(s.checkoutsDir(), 0o755); err != nil {
-		return "", err
+		return "", "", err
 	}
 	var rnd [4]byte
 	_, _ = rand.Read(rnd[:])
 	tmp := filepath.Join(s.checkoutsDir(), ".tmp-"+hex.EncodeToString(rnd[:]))
 	if err := os.Mkdir(tmp, 0o755); err != nil {
-		return "", err
+		return "", "", err
 	}
 	if err := writeTree(ctx, repo.Storer, tree, tmp, filter); err != nil {
 		os.RemoveAll(tmp)
-		return "", fmt.Errorf("checkout %s: %w", commit.Hash, err)
+		return "", "", fmt.Errorf("checkout %s: %w", commit.Hash, err)
+	}
+	digest, err := dirDigest(tmp)
+	if err != nil {
+		os.RemoveAll(tmp)
+		return "", "", err
 	}
 	if err := os.Rename(tmp, dir); err != nil {
 		os.RemoveAll(tmp)
-		return "", err
+		return "", "", err
 	}
-	return dir, nil
+	return dir, digest, nil
 }
 
 func (s *Source) gcCheckouts(keep []string) {
@@ -461,7 +496,10 @@ func (s *Source) CommitsBetween(ctx context.Context, from, to string) ([]Commit,
 				}
 			}
 			specs := []config.RefSpec{config.RefSpec("+" + s.branchRef().String() + ":" + s.branchRef().String())}
-			if err := fetchInto(ctx, repo.Storer, ep, s.Timeout, specs, depth); err != nil {
+			if err := fetchLimited(ctx, repo.Storer, ep, s.Timeout, specs, depth, maxFetchSize(s.MaxFetchSize)); err != nil {
+				if errors.Is(err, ErrTooLarge) {
+					removeTempPacks(s.repoDir())
+				}
 				return nil, err
 			}
 		}

@@ -143,6 +143,9 @@ func TestRefRules(t *testing.T) {
 		{"agent force-pushes its status ref", AgentUser("member1"), Change{Branch: "flotilla/status/member1", Orphan: true, Force: true, Files: map[string]string{"status.yaml": "squashed"}}, true},
 		{"agent cannot push another cluster's status", AgentUser("member1"), Change{Branch: "flotilla/status/member2", Files: map[string]string{"status.yaml": "forged"}}, false},
 		{"agent cannot create other branches", AgentUser("member2"), Change{Branch: "flotilla/status/member2-evil", Files: map[string]string{"x": "y"}}, false},
+		{"agent cannot force-push another cluster's status", AgentUser("member2"), Change{Branch: "flotilla/status/member1", Orphan: true, Force: true, Files: map[string]string{"status.yaml": "forged"}}, false},
+		{"agent cannot create a feature branch", AgentUser("member1"), Change{Branch: "feature/agent", Files: map[string]string{"x": "y"}}, false},
+		{"maintainer may push a status ref (its refs/heads/* rule)", Maintainer, Change{Branch: "flotilla/status/member1", Files: map[string]string{"status.yaml": "by hand"}}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before, _ := srv.Refs("fleet")

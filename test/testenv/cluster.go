@@ -103,6 +103,7 @@ type Cluster struct {
 	ownsDir bool
 
 	pki        *pki
+	ports      ports
 	tokens     map[string]string
 	host       string
 	restConfig *rest.Config
@@ -194,6 +195,7 @@ func (c *Cluster) start(ctx context.Context) error {
 		return err
 	}
 	pt := ports{p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7]}
+	c.ports = pt
 	if err := os.MkdirAll(filepath.Join(c.Dir, "logs"), 0o700); err != nil {
 		return fmt.Errorf("logs dir: %w", err)
 	}

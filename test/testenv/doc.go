@@ -13,6 +13,11 @@
 //	c.RestrictedKubeconfig() // path; user RestrictedUser without any RBAC binding
 //	c.KubeconfigFor(user, token)
 //
+// c.StopAPIServer() and c.StartAPIServer(ctx) simulate a control-plane
+// outage: the apiserver goes away and comes back on the same port with the
+// same etcd, certificates and tokens, so clients and kubeconfigs made
+// before it keep working.
+//
 // Outside tests, New(ctx, name, dir, opts) starts a cluster and Stop ends it.
 // N clusters are N calls (or StartClusters); each has its own etcd and
 // apiserver, and starts are safe to run concurrently.
