@@ -324,3 +324,66 @@ func TestUnitChangesAndFailures(t *testing.T) {
 		t.Errorf("warnings %q", p.Warnings)
 	}
 }
+
+// An empty render at head is refused by the agent unless the unit has
+// allowEmpty (it keeps what it applied), so the plan fails the unit and
+// lists no removals; with allowEmpty the agent prunes everything the unit
+// owns, and the plan lists those removals without failing.
+func TestEmptyRenderAndAllowEmpty(t *testing.T) {
+	const refused = "renders no objects and allowEmpty is not set: the agent refuses the unit and keeps what it applied"
+	emptied := map[string]string{"apps/web/manifests/cm.yaml": "# web is retired.\n"}
+
+	t.Run("refused without allowEmpty", func(t *testing.T) {
+		r := newTestRepo(t, smallFleet)
+		r.write(emptied)
+		p := r.plan(plan.Options{})
+		if !p.Failed {
+			t.Error("an empty render without allowEmpty did not fail the plan")
+		}
+		if clusterNames(p) != "c1,c2" {
+			t.Fatalf("clusters %s, want c1,c2 (web runs on fleet a)", clusterNames(p))
+		}
+		if p.Summary.ObjectsRemoved != 0 || p.Summary.UnitsRemoved != 0 || p.Summary.UnitsChanged != 2 {
+			t.Errorf("summary %+v, want web changed on two clusters and nothing removed", p.Summary)
+		}
+		for _, c := range p.Clusters {
+			if len(c.Units) != 1 {
+				t.Errorf("%s: units %+v, want web only", c.Name, c.Units)
+				continue
+			}
+			u := c.Units[0]
+			if u.Name != "web" || u.Change != plan.Changed || u.Error != refused || len(u.Objects) != 0 {
+				t.Errorf("%s: unit %+v, want web refused with no objects", c.Name, u)
+			}
+		}
+	})
+
+	t.Run("removals with allowEmpty", func(t *testing.T) {
+		r := newTestRepo(t, smallFleet)
+		r.write(emptied)
+		r.write(map[string]string{"apps/web/app.yaml": strings.Replace(smallFleet["apps/web/app.yaml"], "  namespace: web\n", "  namespace: web\n  allowEmpty: true\n", 1)})
+		p := r.plan(plan.Options{})
+		if p.Failed {
+			t.Error("an empty render with allowEmpty failed the plan")
+		}
+		if clusterNames(p) != "c1,c2" {
+			t.Fatalf("clusters %s, want c1,c2 (web runs on fleet a)", clusterNames(p))
+		}
+		if p.Summary.ObjectsRemoved != 2 || p.Summary.ObjectsAdded+p.Summary.ObjectsChanged != 0 {
+			t.Errorf("summary %+v, want web's ConfigMap removed on two clusters", p.Summary)
+		}
+		for _, c := range p.Clusters {
+			if len(c.Units) != 1 {
+				t.Errorf("%s: units %+v, want web only", c.Name, c.Units)
+				continue
+			}
+			u := c.Units[0]
+			if u.Name != "web" || u.Error != "" || strings.Join(u.Settings, ";") != "allowEmpty: false → true" {
+				t.Errorf("%s: unit %+v, want web with allowEmpty turned on and no error", c.Name, u)
+			}
+			if len(u.Objects) != 1 || u.Objects[0].Change != plan.Removed || u.Objects[0].Kind != "ConfigMap" || u.Objects[0].Name != "web" {
+				t.Errorf("%s: objects %+v, want the ConfigMap web removed", c.Name, u.Objects)
+			}
+		}
+	})
+}

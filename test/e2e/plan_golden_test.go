@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	hubcmd "github.com/flotilla-gitops/flotilla/hub/cmd"
 	"github.com/flotilla-gitops/flotilla/pkg/plan"
 	"github.com/flotilla-gitops/flotilla/test/agentproc"
 	"github.com/flotilla-gitops/flotilla/test/golden"
@@ -81,6 +82,15 @@ var planScenarios = []planScenario{
 		mustNotContain: []string{"s3cr3t", "c2VjcmV0LXRva2Vu", "secret-token"},
 	},
 	{
+		// frontend-web-canary's only manifest holds no object at head and
+		// the app has no allowEmpty: the agent refuses the empty render and
+		// keeps what it applied, so the plan fails the unit instead of
+		// listing its Deployment as removed. (An app with replica overrides
+		// or patches, like nginx or backend, fails in kustomize first.)
+		name: "empty-render-refused",
+		head: map[string]string{"apps/frontend-web-canary/manifests/deployment.yaml": "# frontend-web v2 is retired.\n"},
+	},
+	{
 		name: "cluster-added",
 		head: map[string]string{"clusters/member3.yaml": `apiVersion: flotilla.dev/v1alpha1
 kind: Cluster
@@ -153,14 +163,14 @@ func TestPlanGolden(t *testing.T) {
 				}
 				golden.Assert(t, filepath.Join("testdata", "plan", sc.name+"."+ext), b.String())
 			}
-			checkPlanScenario(t, sc.name, p, outputs)
+			checkPlanScenario(t, sc.name, dir, p, outputs)
 		})
 	}
 }
 
 // checkScenario asserts each scenario's point, so a wrong golden file
 // cannot be accepted silently with -update.
-func checkPlanScenario(t *testing.T, name string, p *plan.Plan, out map[string]string) {
+func checkPlanScenario(t *testing.T, name, dir string, p *plan.Plan, out map[string]string) {
 	t.Helper()
 	clusters := map[string]*plan.ClusterPlan{}
 	for i := range p.Clusters {
@@ -216,6 +226,34 @@ func checkPlanScenario(t *testing.T, name string, p *plan.Plan, out map[string]s
 		has(out["txt"], "-  password: '<masked: sha256:")
 		has(out["txt"], "+  password: '<masked: sha256:")
 		has(out["json"], `"token": "<masked: sha256:`)
+	case "empty-render-refused":
+		const refused = "the agent refuses the unit and keeps what it applied"
+		if !p.Failed {
+			t.Error("an empty render without allowEmpty did not fail the plan")
+		}
+		if p.Summary.ObjectsRemoved+p.Summary.ObjectsAdded+p.Summary.ObjectsChanged != 0 || p.Summary.UnitsRemoved != 0 {
+			t.Errorf("summary %+v, want no object listed (nothing is deleted)", p.Summary)
+		}
+		if len(p.Clusters) != 1 || clusters["member2"] == nil {
+			t.Fatalf("clusters %v, want member2 only (the canary runs on staging)", planClusterNames(p))
+		}
+		c := clusters["member2"]
+		if len(c.Units) != 1 || c.Units[0].Name != "frontend-web-canary" || c.Units[0].Change != plan.Changed ||
+			!strings.Contains(c.Units[0].Error, refused) || len(c.Units[0].Objects) != 0 {
+			t.Errorf("units %+v, want frontend-web-canary refused with no objects", c.Units)
+		}
+		for _, ext := range []string{"txt", "md"} {
+			has(out[ext], refused)
+			for _, removal := range []string{"Deployment", "frontend-web-v2"} {
+				if strings.Contains(out[ext], removal) {
+					t.Errorf("%s output names %s: nothing may be shown as removed", ext, removal)
+				}
+			}
+		}
+		// `flotilla plan` exits 2, as for any unit failing at head.
+		if _, stderr, code := planCLI(t, "plan", "--repo", dir, "--base", "main", "--head", "feature"); code != hubcmd.ExitError {
+			t.Errorf("flotilla plan: exit %d, want %d\n%s", code, hubcmd.ExitError, stderr)
+		}
 	case "cluster-added":
 		c := clusters["member3"]
 		if c == nil || len(p.Clusters) != 1 || c.Change != plan.Added || c.Counts.UnitsRemoved+c.Counts.UnitsChanged != 0 || c.Counts.UnitsAdded == 0 {
