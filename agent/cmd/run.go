@@ -151,10 +151,7 @@ func run(ctx context.Context, o *options, stderr io.Writer) error {
 	}
 	m.CountAPIRequests(counter)
 	// Read once: the instance does not change while the agent runs.
-	instance, err := clusterInstanceID(ctx, kube.Client)
-	if err != nil {
-		log.Warn("status is written without an instance ID: another agent using this cluster name will not be detected", "error", err)
-	}
+	instance := statusInstanceID(ctx, kube.Client, log)
 	statusWriter, err := newStatusWriter(o, auth, m.Registry(), instance)
 	if err != nil {
 		return err

@@ -3,6 +3,7 @@ package cmd
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"strings"
 	"time"
@@ -139,6 +140,18 @@ func clusterInstanceID(ctx context.Context, c ctrlclient.Reader) (string, error)
 		return "", fmt.Errorf("cluster instance (namespace %s): %w", metav1.NamespaceSystem, err)
 	}
 	return string(ns.UID), nil
+}
+
+// statusInstanceID is the instance ID status is written with: the
+// cluster's (clusterInstanceID), or "" with a warning when it cannot be
+// read (RBAC without get on kube-system, say). The agent runs either way.
+func statusInstanceID(ctx context.Context, c ctrlclient.Reader, log *slog.Logger) string {
+	instance, err := clusterInstanceID(ctx, c)
+	if err != nil {
+		log.Warn("status is written without an instance ID: another agent using this cluster name will not be detected", "error", err)
+		return ""
+	}
+	return instance
 }
 
 // statusSink is where the loop publishes: --status-file, and the status

@@ -27,6 +27,7 @@ type statusOptions struct {
 	interval     time.Duration
 	timeout      time.Duration
 	clusters     []string
+	skew         time.Duration
 }
 
 func (o *statusOptions) bind(c *cobra.Command) {
@@ -42,6 +43,7 @@ func (o *statusOptions) bind(c *cobra.Command) {
 	f.DurationVar(&o.interval, "interval", 10*time.Second, "refresh interval of --watch")
 	f.DurationVar(&o.timeout, "timeout", time.Minute, "timeout of each Git operation")
 	f.StringArrayVar(&o.clusters, "cluster", nil, "show only this cluster (repeatable)")
+	f.DurationVar(&o.skew, "clock-skew-tolerance", fleetstatus.DefaultClockSkewTolerance, "how far ahead of this machine's clock a heartbeat (or status commit) may be before its cluster shows ClockSkew")
 }
 
 func (o *statusOptions) readOptions() (fleetstatus.ReadOptions, error) {
@@ -51,7 +53,11 @@ func (o *statusOptions) readOptions() (fleetstatus.ReadOptions, error) {
 	if o.watch && o.interval <= 0 {
 		return fleetstatus.ReadOptions{}, fmt.Errorf("--interval must be positive")
 	}
-	ro := fleetstatus.ReadOptions{Repo: o.repo, Branch: o.branch, CacheDir: o.cacheDir, Timeout: o.timeout, Clusters: o.clusters}
+	if o.skew <= 0 {
+		return fleetstatus.ReadOptions{}, fmt.Errorf("--clock-skew-tolerance must be positive")
+	}
+	ro := fleetstatus.ReadOptions{Repo: o.repo, Branch: o.branch, CacheDir: o.cacheDir, Timeout: o.timeout, Clusters: o.clusters,
+		ClockSkewTolerance: o.skew}
 	if o.statusRepo != "" {
 		if o.statusShards < 1 {
 			return fleetstatus.ReadOptions{}, fmt.Errorf("--status-shards must be at least 1")
@@ -90,8 +96,9 @@ in the fleet repo or in --status-repo), and prints one row per cluster:
   Unreachable  no heartbeat for longer than the strictest healthCheck of the
                cluster's fleets (interval × failureThreshold; 10m × 3 when no
                fleet sets one)
-  ClockSkew    the heartbeat (or status commit) is more than 2m ahead of this
-               machine's clock, shown with the offset; its age cannot be judged
+  ClockSkew    the heartbeat (or status commit) is more than
+               --clock-skew-tolerance (2m) ahead of this machine's clock, shown
+               with the offset; its age cannot be judged
   Conflict     the head status came from another cluster instance (the UID of
                kube-system) than the commit before, which was still alive: two
                agents share the cluster name. A re-installed cluster takes its

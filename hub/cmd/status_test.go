@@ -231,3 +231,59 @@ func (w *viewCounter) String() string {
 	defer w.mu.Unlock()
 	return w.buf.String()
 }
+
+// TestStatusClockSkewTolerance: --clock-skew-tolerance reaches the reader.
+// An agent whose clock runs an hour ahead shows ClockSkew by default (2m)
+// and its real state with a tolerance of a few hours.
+func TestStatusClockSkewTolerance(t *testing.T) {
+	srv := gitserver.Start(t, gitserver.ForgeConfig("member1", "member2", "edge-1"))
+	url := srv.MustCreateRepo(t, "fleet", templateDir)
+	bare := srv.RepoPath("fleet")
+	rev := "main@sha1:" + srv.Head("fleet", "main")
+
+	w, err := status.NewWriter(status.WriterOptions{
+		Cluster: "member1", URL: url, HeartbeatInterval: 30 * time.Second,
+		Auth: gitrepo.Auth{Username: gitserver.AgentUser("member1"), Password: srv.Password(gitserver.AgentUser("member1"))},
+		Now:  func() time.Time { return time.Now().Add(time.Hour) },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := &status.ClusterStatus{Cluster: "member1", DesiredRevision: rev, AppliedRevision: rev,
+		Units: []status.UnitStatus{{Name: "web", AppliedRevision: rev}}}
+	doc.Units[0].Conditions = append(doc.Units[0].Conditions, readyCondition())
+	if err := w.Publish(context.Background(), doc); err != nil {
+		t.Fatal(err)
+	}
+
+	member1 := func(args ...string) fleetstatus.ClusterView {
+		t.Helper()
+		stdout, stderr, code := runCLI(t, append([]string{"status", "--repo", bare, "--cluster", "member1", "-o", "json"}, args...)...)
+		if code != ExitOK {
+			t.Fatalf("status %v: exit %d\n%s", args, code, stderr)
+		}
+		var v fleetstatus.View
+		if err := json.Unmarshal([]byte(stdout), &v); err != nil {
+			t.Fatalf("%v\n%s", err, stdout)
+		}
+		if len(v.Clusters) != 1 {
+			t.Fatalf("status %v: %d clusters, want member1 only\n%s", args, len(v.Clusters), stdout)
+		}
+		return v.Clusters[0]
+	}
+	if c := member1(); c.State != fleetstatus.StateClockSkew || c.ClockSkew == nil {
+		t.Errorf("default tolerance: state %s, clock skew %v; want ClockSkew with the offset", c.State, c.ClockSkew)
+	}
+	if c := member1("--clock-skew-tolerance", "3h"); c.State != fleetstatus.StateInSync || c.ClockSkew != nil {
+		t.Errorf("--clock-skew-tolerance 3h: state %s, clock skew %v; want InSync", c.State, c.ClockSkew)
+	}
+	// The table says so too, and a tolerance that is no tolerance is refused.
+	stdout, stderr, code := runCLI(t, "status", "--repo", bare, "--cluster", "member1")
+	if code != ExitOK || !strings.Contains(stdout, "ClockSkew") {
+		t.Errorf("table with the default tolerance: exit %d\n%s%s", code, stdout, stderr)
+	}
+	_, stderr, code = runCLI(t, "status", "--repo", bare, "--clock-skew-tolerance", "0s")
+	if code != ExitError || !strings.Contains(stderr, "--clock-skew-tolerance") {
+		t.Errorf("a zero tolerance: exit %d, %s", code, stderr)
+	}
+}
