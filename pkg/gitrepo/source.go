@@ -433,7 +433,7 @@ func (s *Source) Checkout(ctx context.Context, hash string) (Result, error) {
 		}
 		specs := []config.RefSpec{config.RefSpec("+" + s.branchRef().String() + ":" + s.branchRef().String())}
 		for _, depth := range []int{16, 128, 1024, 16384, 1 << 30} {
-			if err := fetchInto(ctx, repo.Storer, ep, s.Timeout, specs, depth); err != nil {
+			if err := fetchLimited(ctx, repo.Storer, ep, s.Timeout, specs, depth, maxFetchSize(s.MaxFetchSize)); err != nil {
 				return Result{}, err
 			}
 			if commit, err = repo.CommitObject(want); err == nil {
@@ -444,9 +444,19 @@ func (s *Source) Checkout(ctx context.Context, hash string) (Result, error) {
 			return Result{}, fmt.Errorf("checkout %s: %w in the history of %s", hash, ErrRevisionNotFound, s.branch())
 		}
 	}
-	dir, err := s.checkout(ctx, repo, commit)
+	dir, digest, err := s.checkout(ctx, repo, commit)
 	if err != nil {
 		return Result{}, err
+	}
+	if st, err := s.readState(); err == nil && digest != "" {
+		// Record it, so that reusing this tree later checks it like any other.
+		if st.Digests == nil {
+			st.Digests = map[string]string{}
+		}
+		st.Digests[s.checkoutKey(hash)] = digest
+		if err := s.writeState(st); err != nil {
+			return Result{}, err
+		}
 	}
 	return Result{Revision: s.revision(hash), Hash: hash, Dir: dir, CommitTime: commit.Committer.When}, nil
 }
