@@ -1,0 +1,87 @@
+package fleetstatus
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/flotilla-gitops/flotilla/pkg/gitrepo"
+	"github.com/flotilla-gitops/flotilla/pkg/slice"
+	"github.com/flotilla-gitops/flotilla/pkg/status"
+	"github.com/flotilla-gitops/flotilla/test/gitserver"
+)
+
+// An empty slice deletes the whole cluster no more: the agent holds the
+// prune and says so, and `flotilla status` shows the cluster PruneHeld with
+// the agent's counts and unit names, fleet-wide, next to a healthy one.
+func TestStatusShowsPruneHeld(t *testing.T) {
+	ctx := context.Background()
+	clusters := []string{"member1", "member2"}
+	srv := gitserver.Start(t, gitserver.ForgeConfig(clusters...))
+	url, err := srv.CreateRepo("fleet", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := map[string][]byte{"fleets/production.yaml": []byte(fleetYAML("production", "env: production", "30s", 3))}
+	for _, c := range clusters {
+		files["clusters/"+c+".yaml"] = []byte(clusterYAML(c, "production", "cloud", ""))
+		files[slice.SlicePath(c)] = []byte(sliceYAML(c, "v1"))
+	}
+	maint := gitrepo.Auth{Username: gitserver.Maintainer, Password: srv.Password(gitserver.Maintainer)}
+	res, err := gitrepo.PushFiles(ctx, url, "refs/heads/main", files, "Initial fleet",
+		gitrepo.Signature{Name: "Alice", Email: "alice@example.com", When: t0.Add(-time.Hour)}, gitrepo.PushOptions{Auth: maint})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rev := "main@sha1:" + res.Hash
+	const held = "3 of 3 managed units left the slice and are not pruned: web, api, db"
+	for _, c := range clusters {
+		doc := readyDoc(c, rev)
+		if c == "member2" {
+			// What the agent writes while it holds a prune.
+			apimeta.SetStatusCondition(&doc.Conditions, metav1.Condition{Type: status.ConditionPruneHeld, Status: metav1.ConditionTrue,
+				Reason: status.ReasonAwaitingDecommission, Message: held, LastTransitionTime: metav1.NewTime(t0)})
+			apimeta.SetStatusCondition(&doc.Conditions, metav1.Condition{Type: status.ConditionReady, Status: metav1.ConditionFalse,
+				Reason: status.ReasonAwaitingDecommission, Message: "units that left the slice are held", LastTransitionTime: metav1.NewTime(t0)})
+		}
+		w, err := status.NewWriter(status.WriterOptions{Cluster: c, URL: url, Auth: agentAuth(srv, c),
+			HeartbeatInterval: 30 * time.Second, Now: func() time.Time { return t0 }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Publish(ctx, doc); err != nil {
+			t.Fatalf("publish %s: %v", c, err)
+		}
+	}
+	v, err := Read(ctx, ReadOptions{Repo: srv.RepoPath("fleet"), Now: func() time.Time { return t0 }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]ClusterView{}
+	for _, c := range v.Clusters {
+		got[c.Name] = c
+	}
+	if c := got["member2"]; c.State != StatePruneHeld || c.Reason != held {
+		t.Errorf("member2: state %s, reason %q; want PruneHeld with the agent's message", c.State, c.Reason)
+	}
+	if c := got["member1"]; c.State != StateInSync {
+		t.Errorf("member1: state %s, reason %q; want InSync", c.State, c.Reason)
+	}
+	if v.Summary[StatePruneHeld] != 1 {
+		t.Errorf("summary %v: want one PruneHeld cluster", v.Summary)
+	}
+	for _, format := range []string{"table", "json", "yaml", "markdown"} {
+		var b bytes.Buffer
+		if err := WriteFleet(&b, v, format); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(b.String(), "PruneHeld") || !strings.Contains(b.String(), "web, api, db") {
+			t.Errorf("%s output does not show the held prune:\n%s", format, b.String())
+		}
+	}
+}
