@@ -148,7 +148,7 @@ func TestEmptySliceHoldsPrune(t *testing.T) {
 		}
 		return len(left) == 0, "left: " + strings.Join(left, ", ")
 	})
-	st = a.waitStatus(3*time.Minute, "PruneHeld cleared at "+rev3, func(st *status.ClusterStatus) bool {
+	a.waitStatus(3*time.Minute, "PruneHeld cleared at "+rev3, func(st *status.ClusterStatus) bool {
 		return st.FetchedRevision == rev3 && status.PruneHeld(st) == ""
 	})
 	// The namespace without others' objects goes; the other is kept.
