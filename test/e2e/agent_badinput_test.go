@@ -25,6 +25,8 @@ type badInput struct {
 	// wantError is part of the unit's error in status; leak must not be.
 	wantError string
 	leak      []string
+	// reason is the unit's Ready reason; RenderFailed when empty.
+	reason string
 }
 
 func badInputs() []badInput {
@@ -54,7 +56,11 @@ func badInputs() []badInput {
 					t.Fatal(err)
 				}
 			},
-			wantError: "symlink escapes the repository",
+			// The agent hashes a unit's sources before it renders them, and
+			// refuses a tree that is not what the slice hashed: the link is
+			// never followed.
+			wantError: "config.yaml is not a regular file",
+			reason:    status.ReasonSourceStale,
 			leak:      []string{"root:x:0:0"},
 		},
 		{
@@ -82,28 +88,11 @@ data:
 		{
 			name: "50mb-manifest",
 			unit: func(ns string) handUnit {
-				return handUnit{name: "bad", files: map[string]string{"kustomization.yaml": kustomization(ns, "big.yaml")}}
-			},
-			extra: func(t *testing.T, dir, cluster string) {
-				// Generated here, never committed to the project.
-				p := filepath.Join(dir, filepath.FromSlash(slice.UnitDir(cluster, "bad")), "big.yaml")
-				f, err := os.Create(p)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer f.Close()
-				if _, err := f.WriteString("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: big\ndata:\n  blob: \""); err != nil {
-					t.Fatal(err)
-				}
-				chunk := []byte(strings.Repeat("0123456789abcdef", 4096))
-				for written := 0; written < 50<<20; written += len(chunk) {
-					if _, err := f.Write(chunk); err != nil {
-						t.Fatal(err)
-					}
-				}
-				if _, err := f.WriteString("\"\n"); err != nil {
-					t.Fatal(err)
-				}
+				// Generated here, never committed to the project; part of the
+				// unit's files, so the slice's hash covers it as the hub's would.
+				big := "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: big\ndata:\n  blob: \"" +
+					strings.Repeat("0123456789abcdef", 50<<16) + "\"\n"
+				return handUnit{name: "bad", files: map[string]string{"kustomization.yaml": kustomization(ns, "big.yaml"), "big.yaml": big}}
 			},
 			wantError: "size limit exceeded",
 			leak:      []string{"0123456789abcdef0123"},
@@ -185,7 +174,11 @@ func TestAgentBadInput(t *testing.T) {
 				t.Fatalf("no status for the bad unit:\n%s", describeStatus(st))
 			}
 			ready := condOf(bad.Conditions, status.ConditionReady)
-			if ready == nil || ready.Status != "False" || ready.Reason != status.ReasonRenderFailed {
+			wantReason := bi.reason
+			if wantReason == "" {
+				wantReason = status.ReasonRenderFailed
+			}
+			if ready == nil || ready.Status != "False" || ready.Reason != wantReason {
 				t.Errorf("bad unit conditions: %+v", bad.Conditions)
 			}
 			if !strings.Contains(bad.LastError, bi.wantError) {
