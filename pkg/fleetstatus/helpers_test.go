@@ -1,6 +1,7 @@
 package fleetstatus
 
 import (
+	"context"
 	"crypto/ed25519"
 	"encoding/pem"
 	"os"
@@ -13,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/flotilla-gitops/flotilla/pkg/gitrepo"
+	"github.com/flotilla-gitops/flotilla/pkg/slice"
 	"github.com/flotilla-gitops/flotilla/pkg/status"
 	"github.com/flotilla-gitops/flotilla/test/gitserver"
 )
@@ -97,4 +99,23 @@ func failUnit(d *status.ClusterStatus, unit, reason, msg string) {
 	}
 	d.AppliedRevision = ""
 	d.Conditions = []metav1.Condition{{Type: status.ConditionReady, Status: metav1.ConditionFalse, Reason: reason, Message: "units " + unit + " not ready", LastTransitionTime: metav1.NewTime(t0)}}
+}
+
+// pushProductionFleet pushes the first commit of a fleet repo whose
+// clusters are all members of fleet production, each with a slice, and
+// returns its revision.
+func pushProductionFleet(t testing.TB, srv *gitserver.Server, url string, clusters []string) string {
+	t.Helper()
+	files := map[string][]byte{"fleets/production.yaml": []byte(fleetYAML("production", "env: production", "30s", 3))}
+	for _, c := range clusters {
+		files["clusters/"+c+".yaml"] = []byte(clusterYAML(c, "production", "cloud", ""))
+		files[slice.SlicePath(c)] = []byte(sliceYAML(c, "v1"))
+	}
+	maint := gitrepo.Auth{Username: gitserver.Maintainer, Password: srv.Password(gitserver.Maintainer)}
+	res, err := gitrepo.PushFiles(context.Background(), url, "refs/heads/main", files, "Initial fleet",
+		gitrepo.Signature{Name: "Alice", Email: "alice@example.com", When: t0.Add(-time.Hour)}, gitrepo.PushOptions{Auth: maint})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return "main@sha1:" + res.Hash
 }

@@ -6,11 +6,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/flotilla-gitops/flotilla/pkg/status"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/flotilla-gitops/flotilla/pkg/status"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 

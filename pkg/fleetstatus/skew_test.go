@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flotilla-gitops/flotilla/pkg/gitrepo"
-	"github.com/flotilla-gitops/flotilla/pkg/slice"
 	"github.com/flotilla-gitops/flotilla/pkg/status"
 	"github.com/flotilla-gitops/flotilla/test/gitserver"
 )
@@ -25,18 +23,7 @@ func TestStatusHidesClockTroubleAndImpostors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	files := map[string][]byte{"fleets/production.yaml": []byte(fleetYAML("production", "env: production", "30s", 3))}
-	for _, c := range clusters {
-		files["clusters/"+c+".yaml"] = []byte(clusterYAML(c, "production", "cloud", ""))
-		files[slice.SlicePath(c)] = []byte(sliceYAML(c, "v1"))
-	}
-	maint := gitrepo.Auth{Username: gitserver.Maintainer, Password: srv.Password(gitserver.Maintainer)}
-	res, err := gitrepo.PushFiles(ctx, url, "refs/heads/main", files, "Initial fleet",
-		gitrepo.Signature{Name: "Alice", Email: "alice@example.com", When: t0.Add(-time.Hour)}, gitrepo.PushOptions{Auth: maint})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rev := "main@sha1:" + res.Hash
+	rev := pushProductionFleet(t, srv, url, clusters)
 	publish := func(cluster, instance string, at time.Time, takeOver bool) {
 		t.Helper()
 		w, err := status.NewWriter(status.WriterOptions{Cluster: cluster, URL: url, Auth: agentAuth(srv, cluster),
