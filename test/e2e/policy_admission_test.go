@@ -2,6 +2,7 @@ package e2e_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -255,11 +256,30 @@ func TestPolicyAdmission(t *testing.T) {
 	}
 	team := map[string]string{"team": "web"}
 	dryRun := metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}
-	// Policies reach the admission plugin through an informer: wait until
-	// this one is enforced.
-	waitFor(t, time.Minute, "no-privileged enforced", func() (bool, string) {
+	// Policies and bindings reach the admission plugin through informers,
+	// so a binding deleted above may still deny for a while, and this
+	// test's may not deny yet: wait until each of its three policies acts,
+	// by dry runs, and nothing else denies.
+	waitFor(t, time.Minute, "this test's policies enforced, and only them", func() (bool, string) {
 		_, err := cs.CoreV1().Pods(policyNS).Create(ctx, testPod(policyNS, "probe", team, "registry.k8s.io/pause:3.10", true), dryRun)
-		return apierrors.IsForbidden(err) || apierrors.IsInvalid(err), "admitted"
+		if err == nil || !strings.Contains(err.Error(), "ValidatingAdmissionPolicy 'e2e-no-privileged'") {
+			return false, fmt.Sprintf("privileged probe: %v", err)
+		}
+		if _, err := cs.CoreV1().Pods(policyNS).Create(ctx, testPod(policyNS, "probe", nil, "registry.k8s.io/pause:3.10", false), dryRun); err == nil ||
+			!strings.Contains(err.Error(), "required labels are missing: team") {
+			return false, fmt.Sprintf("unlabelled probe: %v", err)
+		}
+		w.take()
+		if _, err := cs.CoreV1().Pods(policyNS).Create(ctx, testPod(policyNS, "probe", team, "docker.io/library/busybox:1.37", false), dryRun); err != nil {
+			return false, fmt.Sprintf("registry probe: %v", err)
+		}
+		if got := strings.Join(w.take(), "\n"); !strings.Contains(got, "e2e-registries") {
+			return false, fmt.Sprintf("registry probe warnings %q", got)
+		}
+		if _, err := cs.CoreV1().Pods(policyExemptNS).Create(ctx, testPod(policyExemptNS, "probe", team, "registry.k8s.io/pause:3.10", true), dryRun); err != nil {
+			return false, fmt.Sprintf("exempt probe: %v", err)
+		}
+		return true, ""
 	})
 	w.take()
 
