@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -37,6 +38,9 @@ type Options struct {
 	// LogTail is how many of the log's last lines a failed test shows; 40
 	// when zero, none when negative.
 	LogTail int
+	// Env is added to the test's environment (e.g. GODEBUG=gctrace=1,
+	// which PeakHeap reads).
+	Env []string
 }
 
 // Process is a running flotilla-agent.
@@ -76,6 +80,9 @@ func Start(t testing.TB, o Options) *Process {
 		t.Fatal(err)
 	}
 	p.cmd = exec.Command(o.Bin, args...)
+	if len(o.Env) > 0 {
+		p.cmd.Env = append(os.Environ(), o.Env...)
+	}
 	p.cmd.Stdout, p.cmd.Stderr = logFile, logFile
 	// Never outlive the test binary.
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -157,6 +164,28 @@ func (p *Process) PeakRSS() int64 {
 	}
 	return 0
 }
+
+// PeakHeap is the largest Go heap the process had at any garbage
+// collection, in bytes, from the runtime's GODEBUG=gctrace=1 lines in its
+// log (start the process with that in Options.Env); 0 when there are none.
+// Unlike PeakRSS it counts what the program held, not its executable's
+// pages or memory the runtime has not returned to the OS yet.
+func (p *Process) PeakHeap() int64 {
+	data, _ := os.ReadFile(p.logPath)
+	var peak int64
+	for line := range strings.Lines(string(data)) {
+		// "gc 7 @1.2s 0%: …, 4->5->2 MB, 5 MB goal, …"
+		m := gctraceHeap.FindStringSubmatch(line)
+		for _, v := range m[min(1, len(m)):] {
+			if n, err := strconv.ParseInt(v, 10, 64); err == nil && n<<20 > peak {
+				peak = n << 20
+			}
+		}
+	}
+	return peak
+}
+
+var gctraceHeap = regexp.MustCompile(`^gc \d+ @.* (\d+)->(\d+)->(\d+) MB`)
 
 // Records returns the JSON log records with message msg, or all of them
 // when msg is "".

@@ -39,6 +39,13 @@ func startAgentProc(t *testing.T, c *testenv.Cluster, repo *fleetRepo, cluster, 
 // startAgentProcKubeconfig is startAgentProc with the given kubeconfig.
 func startAgentProcKubeconfig(t *testing.T, kubeconfig string, repo *fleetRepo, cluster, namespace, identity, cacheDir, creds string, args ...string) *agentProc {
 	t.Helper()
+	return startAgentProcEnv(t, nil, kubeconfig, repo, cluster, namespace, identity, cacheDir, creds, args...)
+}
+
+// startAgentProcEnv is startAgentProcKubeconfig with env added to the
+// agent's environment.
+func startAgentProcEnv(t *testing.T, env []string, kubeconfig string, repo *fleetRepo, cluster, namespace, identity, cacheDir, creds string, args ...string) *agentProc {
+	t.Helper()
 	all := append([]string{
 		"--kubeconfig", kubeconfig,
 		"--cluster-name", cluster, "--repo-url", repo.url, "--git-credentials-dir", creds,
@@ -46,7 +53,7 @@ func startAgentProcKubeconfig(t *testing.T, kubeconfig string, repo *fleetRepo, 
 		"--metrics-addr", "127.0.0.1:0", "--health-addr", "127.0.0.1:0",
 		"--log-format", "json", "--log-level", "debug", "--shutdown-grace", "5s",
 	}, args...)
-	p := agentproc.Start(t, agentproc.Options{Name: identity, Args: all, CacheDir: cacheDir})
+	p := agentproc.Start(t, agentproc.Options{Name: identity, Args: all, CacheDir: cacheDir, Env: env})
 	return &agentProc{Process: p, t: t, identity: identity, cacheDir: cacheDir}
 }
 
