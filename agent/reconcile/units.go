@@ -186,7 +186,8 @@ func (l *Loop) reconcileUnit(ctx context.Context, rc *cycleRun, u slice.Unit, st
 		reason, stalled := classifyApply(err)
 		return outcome{
 			reason: reason, err: err, stalled: stalled, progressing: reason == status.ReasonHealthCheckFailed,
-			count: countFailed, applied: isHealthOnly(err),
+			// A failed post hook comes after a Ready apply.
+			count: countFailed, applied: isHealthOnly(err) || (errors.Is(err, apply.ErrHook) && res != nil && res.Ready),
 			log: "unit failed", logAttrs: []any{"reason", reason, "revision", rev.Revision},
 		}
 	case !res.Ready:
