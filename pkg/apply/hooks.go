@@ -59,6 +59,13 @@ type HookRun struct {
 	Message string
 }
 
+// Inventory ConfigMap keys of a HookRun: "<hash> install|upgrade <state>"
+// and the failure message.
+const (
+	keyHooks        = "hooks"
+	keyHooksMessage = "hooks-message"
+)
+
 const (
 	hookPre        = "pre"
 	hookDone       = "done"
@@ -210,8 +217,8 @@ func (a *Applier) runHook(ctx context.Context, d *desired, h Hook, event string,
 		policy = HookFailed
 	}
 	if slices.Contains(h.DeletePolicies, policy) {
-		if err := a.deleteHook(ctx, d); err != nil {
-			return fmt.Errorf("%s: delete (%s): %w", name, policy, err)
+		if err := a.recreate(ctx, d); err != nil {
+			return fmt.Errorf("%s: delete (%s): %w", name, policy, objectError("delete", ErrApply, d.obj, err))
 		}
 	}
 	if failure != "" {
@@ -305,18 +312,4 @@ func reasonMessage(reason, message any, fallback string) string {
 		return fallback
 	}
 	return strings.Join(parts, ": ")
-}
-
-// deleteHook deletes a finished hook (its pods go with it).
-func (a *Applier) deleteHook(ctx context.Context, d *desired) error {
-	live := &metav1.PartialObjectMetadata{}
-	live.SetGroupVersionKind(d.obj.GroupVersionKind())
-	live.SetNamespace(d.id.Namespace)
-	live.SetName(d.id.Name)
-	rctx, cancel := a.reqCtx(ctx)
-	defer cancel()
-	if err := a.client.Delete(rctx, live, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil && !apierrors.IsNotFound(err) {
-		return objectError("delete", ErrApply, d.obj, err)
-	}
-	return nil
 }

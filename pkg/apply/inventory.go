@@ -131,17 +131,15 @@ const (
 	inventoryUnitLabel = "flotilla.dev/inventory-unit"
 	inventoryFormat    = "v1"
 
-	keyFormat       = "format"
-	keyUnit         = "unit"
-	keyCluster      = "cluster"
-	keyRevision     = "revision"
-	keyHash         = "hash"
-	keyPrune        = "prune"
-	keyCount        = "count"
-	keyObjects      = "objects"
-	keyObjectsGz    = "objects.gz"
-	keyHooks        = "hooks"
-	keyHooksMessage = "hooks-message"
+	keyFormat    = "format"
+	keyUnit      = "unit"
+	keyCluster   = "cluster"
+	keyRevision  = "revision"
+	keyHash      = "hash"
+	keyPrune     = "prune"
+	keyCount     = "count"
+	keyObjects   = "objects"
+	keyObjectsGz = "objects.gz"
 
 	// compressAbove: object lists larger than this are gzipped; below it
 	// they stay readable with kubectl.

@@ -1,8 +1,6 @@
 package e2e_test
 
 import (
-	"io/fs"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -40,7 +38,7 @@ func TestHelmHooks(t *testing.T) {
 		node      = "kwok-node-0"
 	)
 	dir := t.TempDir()
-	copyDir(t, filepath.Join("testdata", "hooks-chart"), filepath.Join(dir, "charts", "hooks"))
+	planCopyDir(t, filepath.Join("testdata", "hooks-chart"), filepath.Join(dir, "charts", "hooks"))
 	writeUnits := func(values string) {
 		writeHandSlice(t, dir, cluster, []handUnit{
 			{name: "hooks-ns", files: map[string]string{
@@ -225,29 +223,6 @@ func labelNode(t *testing.T, k client.Client, name, key, value string) {
 		n.Labels[key] = value
 	}
 	if err := k.Update(testCtx(t), n); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// copyDir copies a directory tree.
-func copyDir(t *testing.T, src, dst string) {
-	t.Helper()
-	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(src, p)
-		target := filepath.Join(dst, rel)
-		if d.IsDir() {
-			return os.MkdirAll(target, 0o755)
-		}
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		return os.WriteFile(target, b, 0o644)
-	})
-	if err != nil {
 		t.Fatal(err)
 	}
 }
