@@ -111,6 +111,11 @@ func (a *Applier) preHooks(ctx context.Context, u UnitRequest, prev *Inventory) 
 	next := prev.clone()
 	next.Hooks = HookRun{Hash: u.Hash, Install: install, State: hookPre}
 	runErr := a.runHooks(ctx, u, event)
+	if runErr != nil && ctx.Err() != nil {
+		// Interrupted (the agent stops): not a verdict on the hook; the
+		// next apply runs it again.
+		return prev, runErr
+	}
 	if runErr != nil {
 		next.Hooks.State, next.Hooks.Message = hookFailedPre, runErr.Error()
 	}
@@ -148,6 +153,9 @@ func (a *Applier) postHooks(ctx context.Context, u UnitRequest, res *UnitResult)
 	next := inv.clone()
 	next.Hooks.State = hookDone
 	runErr := a.runHooks(ctx, u, event)
+	if runErr != nil && ctx.Err() != nil {
+		return runErr // interrupted: run again by the next apply
+	}
 	if runErr != nil {
 		next.Hooks.State, next.Hooks.Message = hookFailedPost, runErr.Error()
 	}
@@ -173,14 +181,10 @@ func (a *Applier) runHooks(ctx context.Context, u UnitRequest, event string) err
 	if len(hooks) == 0 {
 		return nil
 	}
-	objs := make([]*unstructured.Unstructured, len(hooks))
-	for i, h := range hooks {
-		objs[i] = h.Object
-	}
-	// prepare sorts; look each hook's prepared copy up by position instead.
 	ds := make([]*desired, len(hooks))
-	for i := range hooks {
-		d, err := prepare(u.Name, objs[i:i+1], a.client.RESTMapper())
+	for i, h := range hooks {
+		// One by one: prepare sorts what it is given; hooks keep their order.
+		d, err := prepare(u.Name, []*unstructured.Unstructured{h.Object}, a.client.RESTMapper())
 		if err != nil {
 			return fmt.Errorf("%s hook: %w", event, err)
 		}

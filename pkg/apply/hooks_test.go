@@ -1,10 +1,12 @@
 package apply_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -135,3 +137,52 @@ func TestHooks(t *testing.T) {
 }
 
 func metaOf(ns, name string) metav1.ObjectMeta { return metav1.ObjectMeta{Namespace: ns, Name: name} }
+
+// TestHookInterruptedOrTimedOut: a Job hook that never finishes (no job
+// controller in the minimal cluster) fails the unit once the unit's timeout
+// passes, and that is recorded; an apply interrupted by its context is not
+// a verdict, so nothing is recorded and the hook runs again next time.
+func TestHookInterruptedOrTimedOut(t *testing.T) {
+	t.Parallel()
+	c := minimalCluster(t)
+	f := newFixture(t, c, "hookwait")
+	ns := "hookwait-app"
+	if err := c.CreateNamespace(ctx(t), ns); err != nil {
+		t.Fatal(err)
+	}
+	job := parse(t, fmt.Sprintf(`apiVersion: batch/v1
+kind: Job
+metadata: {name: migrate, namespace: %s}
+spec:
+  template:
+    spec:
+      restartPolicy: Never
+      containers: [{name: m, image: registry.example/migrate:1}]
+`, ns))[0]
+	u := apply.UnitRequest{
+		Name: "waits", Hash: "h1", Objects: parse(t, fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: app, namespace: %s}\n", ns)),
+		Hooks: []apply.Hook{{Object: job, Events: []string{apply.HookPreInstall}, DeletePolicies: []string{apply.HookBeforeCreation}}},
+	}
+
+	short, cancel := context.WithTimeout(ctx(t), 2*time.Second)
+	defer cancel()
+	if _, err := f.a.Apply(short, u); err == nil {
+		t.Fatal("apply with a hook that never finishes succeeded")
+	}
+	if _, err := f.a.Inventory(ctx(t), "waits"); !errors.Is(err, apply.ErrNoInventory) {
+		t.Fatalf("an interrupted hook was recorded: %v", err)
+	}
+
+	u.Timeout = time.Second
+	_, err := f.a.Apply(ctx(t), u)
+	if !errors.Is(err, apply.ErrHook) || !strings.Contains(err.Error(), "pre-install hook Job/"+ns+"/migrate") || !strings.Contains(err.Error(), "timed out") {
+		t.Fatalf("hook past the unit's timeout: %v", err)
+	}
+	inv, err := f.a.Inventory(ctx(t), "waits")
+	if err != nil || inv.Hooks.Hash != "h1" || len(inv.Entries) != 0 {
+		t.Fatalf("inventory after a timed-out hook: %+v %v", inv, err)
+	}
+	if _, err := f.tryGet("v1", "ConfigMap", ns, "app"); !apierrors.IsNotFound(err) {
+		t.Fatalf("unit applied past a timed-out pre hook: %v", err)
+	}
+}
