@@ -229,11 +229,7 @@ func diffHooks(up *unitPair, base, head []*unstructured.Unstructured) ([]ObjectP
 			j = up.baseJob
 		}
 		h := &hooks[i]
-		group, _, _ := strings.Cut(h.APIVersion, "/")
-		if !strings.Contains(h.APIVersion, "/") {
-			group = ""
-		}
-		h.Hook = j.hookRuns[group+"/"+h.Kind+" "+h.Namespace+"/"+h.Name]
+		h.Hook = j.hookRuns[h.APIVersion+" "+h.ID()]
 	}
 	return hooks, nil
 }

@@ -24,7 +24,7 @@ type renderJob struct {
 	unit    slice.Unit
 	objs    []*unstructured.Unstructured
 	// hooks are the unit's Helm hooks, normalized; hookRuns says when each
-	// runs, by objectKey.
+	// runs, by apiVersion and ObjectPlan.ID.
 	hooks    []*unstructured.Unstructured
 	hookRuns map[string]string
 	err      error
@@ -67,7 +67,8 @@ func (pl *planner) renderAll(ctx context.Context, jobs []*renderJob) error {
 				for _, h := range res.Hooks {
 					o := pl.masker.normalize(h.Object)
 					j.hooks = append(j.hooks, o)
-					j.hookRuns[objectKey(o)] = hookRun(h)
+					id := objectPlan(o, "", "", nil)
+					j.hookRuns[o.GetAPIVersion()+" "+id.ID()] = hookRun(h)
 				}
 			}
 		}()

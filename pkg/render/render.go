@@ -29,8 +29,8 @@ type Result struct {
 	// this order (weight, then kind and name). Always empty for other
 	// kinds of unit.
 	Hooks []Hook
-	// Size is the total size of Objects and Hooks as JSON (krusty's encoding), the
-	// figure Limits.MaxTotalSize bounds.
+	// Size is the total size of Objects and Hooks as JSON (krusty's
+	// encoding), the figure Limits.MaxTotalSize bounds.
 	Size int64
 }
 
