@@ -82,8 +82,10 @@ func TestHelmHooks(t *testing.T) {
 	if _, err := deployment(); !apierrors.IsNotFound(err) {
 		t.Fatalf("Deployment exists while the pre-install hook runs: %v", err)
 	}
+	// A merge patch: kwok writes the pod's status meanwhile.
+	held := client.MergeFrom(pod.DeepCopy())
 	delete(pod.Annotations, testenv.KeepRunningAnnotation)
-	if err := k.Update(testCtx(t), &pod); err != nil {
+	if err := k.Patch(testCtx(t), &pod, held); err != nil {
 		t.Fatal(err)
 	}
 	st := a.waitApplied(2*time.Minute, repo.head())
@@ -217,12 +219,14 @@ func labelNode(t *testing.T, k client.Client, name, key, value string) {
 	if err := k.Get(testCtx(t), client.ObjectKey{Name: name}, n); err != nil {
 		t.Fatal(err)
 	}
+	// A merge patch: kwok's heartbeats update the node meanwhile.
+	before := client.MergeFrom(n.DeepCopy())
 	if value == "" {
 		delete(n.Labels, key)
 	} else {
 		n.Labels[key] = value
 	}
-	if err := k.Update(testCtx(t), n); err != nil {
+	if err := k.Patch(testCtx(t), n, before); err != nil {
 		t.Fatal(err)
 	}
 }
