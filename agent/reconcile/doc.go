@@ -24,7 +24,9 @@
 //     metadata (one List per kind per cycle, Applier.Observe); a unit with
 //     the same content hash and no drift is neither rendered nor applied.
 //     Otherwise render.Unit (Helm capabilities from live discovery, cached
-//     per cycle) and Applier.Apply (server-side apply, prune, health).
+//     per cycle) and Applier.Apply (server-side apply, prune, health; a
+//     helm unit's hooks run in Helm's phases around it, once per unit
+//     hash, and a failed one is HookFailed until the unit changes).
 //     A unit that fails to render keeps its last applied state — nothing is
 //     applied or pruned — and its error goes to status; if its objects
 //     drifted meanwhile, they are restored from the last revision it

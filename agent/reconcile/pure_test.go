@@ -71,6 +71,10 @@ func TestClassifyApply(t *testing.T) {
 		// An apply failure wins over a prune failure in the same error.
 		{errors.Join(apply.ErrPrune, apply.ErrApply), status.ReasonApplyFailed, false},
 		{errors.New("something else"), status.ReasonApplyFailed, false},
+		// A hook runs once per revision: only a new one can fix it, even a
+		// hook that timed out or failed to apply.
+		{fmt.Errorf("unit x: %w: %w", apply.ErrHook, apply.ErrHealthTimeout), status.ReasonHookFailed, true},
+		{fmt.Errorf("unit x: %w: %w", apply.ErrHook, &apply.ObjectError{Op: "apply", Class: apply.ErrApply, Kind: "Job", Name: "j"}), status.ReasonHookFailed, true},
 	}
 	for _, tc := range tests {
 		reason, stalled := classifyApply(tc.err)

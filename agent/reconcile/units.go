@@ -186,7 +186,8 @@ func (l *Loop) reconcileUnit(ctx context.Context, rc *cycleRun, u slice.Unit, st
 		reason, stalled := classifyApply(err)
 		return outcome{
 			reason: reason, err: err, stalled: stalled, progressing: reason == status.ReasonHealthCheckFailed,
-			count: countFailed, applied: isHealthOnly(err),
+			// A failed post hook comes after a Ready apply.
+			count: countFailed, applied: isHealthOnly(err) || (errors.Is(err, apply.ErrHook) && res != nil && res.Ready),
 			log: "unit failed", logAttrs: []any{"reason", reason, "revision", rev.Revision},
 		}
 	case !res.Ready:
@@ -244,7 +245,16 @@ func (l *Loop) request(u slice.Unit, revision, hash string, out *render.Result, 
 		// immutable; a completed job is not re-run).
 		CreateOnly: u.Kind == slice.UnitVolcano && strings.HasPrefix(u.Name, slice.VolcanoJobPrefix),
 		Observed:   obs,
+		Hooks:      hooks(out.Hooks),
 	}
+}
+
+func hooks(hs []render.Hook) []apply.Hook {
+	out := make([]apply.Hook, len(hs))
+	for i, h := range hs {
+		out[i] = apply.Hook{Object: h.Object, Events: h.Events, Weight: h.Weight, DeletePolicies: h.DeletePolicies}
+	}
+	return out
 }
 
 func (l *Loop) countResult(rc *cycleRun, st *unitState, res *apply.UnitResult) {
@@ -287,6 +297,9 @@ func (l *Loop) waitReady(ctx context.Context, u slice.Unit) (bool, []string, err
 // only a change in Git can fix it (stalled).
 func classifyApply(err error) (reason string, stalled bool) {
 	switch {
+	case errors.Is(err, apply.ErrHook):
+		// Hooks run once per revision of the unit.
+		return status.ReasonHookFailed, true
 	case errors.Is(err, apply.ErrInvalid), errors.Is(err, apply.ErrEmpty):
 		return status.ReasonApplyFailed, true
 	case errors.Is(err, apply.ErrApply), errors.Is(err, apply.ErrInventory):

@@ -148,6 +148,11 @@ type UnitRequest struct {
 	// Observed, from Observe, replaces per-object reads of the drift
 	// check; optional.
 	Observed *Observation
+	// Hooks are the unit's Helm hooks: pre-install/pre-upgrade ones run
+	// before anything is applied, post-install/post-upgrade ones once the
+	// unit is Ready, once per Hash (see hooks.go). They are not part of
+	// the inventory's objects.
+	Hooks []Hook
 }
 
 // UnitResult says what Apply did. It is returned (partially filled) with
@@ -240,6 +245,10 @@ func (a *Applier) Apply(ctx context.Context, u UnitRequest) (*UnitResult, error)
 	if err != nil {
 		return res, err
 	}
+	// A failed pre hook stops the unit before anything is applied.
+	if prev, err = a.preHooks(ctx, u, prev); err != nil {
+		return res, fmt.Errorf("unit %s: %w", u.Name, err)
+	}
 
 	works, toApply, err := a.plan(ctx, u, ds, prev, res)
 	if err != nil {
@@ -259,7 +268,13 @@ func (a *Applier) Apply(ctx context.Context, u UnitRequest) (*UnitResult, error)
 	if len(toApply) == 0 && len(stale) == 0 && prev.resourceVersion != "" && prev.Hash == u.Hash && prev.Prune == u.Prune {
 		res.Skipped = true
 		res.ManagedObjects = len(prev.IDs(Applied))
-		return res, a.finishHealth(ctx, u, ds, res)
+		if err := a.finishHealth(ctx, u, ds, res); err != nil {
+			return res, err
+		}
+		if err := a.postHooks(ctx, u, res); err != nil {
+			return res, fmt.Errorf("unit %s: %w", u.Name, err)
+		}
+		return res, nil
 	}
 
 	// A unit without an inventory whose objects do not exist yet is
@@ -310,7 +325,7 @@ func (a *Applier) Apply(ctx context.Context, u UnitRequest) (*UnitResult, error)
 
 	next := &Inventory{
 		Unit: u.Name, Cluster: a.opts.Cluster, Revision: prev.Revision, Hash: u.Hash, Prune: u.Prune,
-		resourceVersion: prev.resourceVersion,
+		Hooks: prev.Hooks, resourceVersion: prev.resourceVersion,
 	}
 	if applyErr != nil {
 		// The unchanged shortcut must not trust a hash whose apply failed.
@@ -343,6 +358,11 @@ func (a *Applier) Apply(ctx context.Context, u UnitRequest) (*UnitResult, error)
 	if applyErr == nil {
 		if err := a.finishHealth(ctx, u, ds, res); err != nil {
 			errs = append(errs, err)
+		} else if len(errs) == 0 {
+			// Post hooks once the unit is Ready.
+			if err := a.postHooks(ctx, u, res); err != nil {
+				errs = append(errs, err)
+			}
 		}
 	}
 	if len(errs) > 0 {

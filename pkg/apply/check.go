@@ -26,13 +26,16 @@ type UnitCheck struct {
 	Drifted []string
 	// ManagedObjects counts the Applied entries.
 	ManagedObjects int
+	// HooksPending: the unit's post hooks at Hash have not run yet, or a
+	// hook failed at Hash (an Apply reports it again).
+	HooksPending bool
 }
 
 // UpToDate reports whether an Apply of a unit with this hash and prune flag
 // would make no write: same hash and prune flag, a complete inventory and
 // no drift. The caller may then skip rendering the unit.
 func (c *UnitCheck) UpToDate(hash string, prune bool) bool {
-	return c.Exists && hash != "" && c.Hash == hash && c.Prune == prune && c.Complete && len(c.Drifted) == 0
+	return c.Exists && hash != "" && c.Hash == hash && c.Prune == prune && c.Complete && len(c.Drifted) == 0 && !c.HooksPending
 }
 
 // Check compares a unit's inventory with the live objects' metadata, using
@@ -56,6 +59,7 @@ func (a *Applier) Check(ctx context.Context, unit string, obs *Observation) (*Un
 		return c, nil
 	}
 	c.Exists, c.Hash, c.Prune, c.Revision = true, inv.Hash, inv.Prune, inv.Revision
+	c.HooksPending = inv.Hooks.pending(inv.Hash)
 	obs = obs.forUnit(inv)
 
 	var entries []Entry

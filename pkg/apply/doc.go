@@ -97,10 +97,29 @@
 // to another value, Git wins. A unit with CreateOnly (Volcano jobs) creates
 // missing objects and never updates them.
 //
+// # Helm hooks
+//
+// UnitRequest.Hooks (a helm unit's render.Hooks) are not the unit's
+// objects: never in its inventory entries, so never pruned or drift. Apply
+// runs the pre-install (a unit never completely applied: no inventory
+// hash) or pre-upgrade hooks before anything else, and the post-install
+// or post-upgrade ones once the unit is Ready, each in weight order, one
+// at a time: created by server-side apply (after deleting the previous
+// run under before-hook-creation), a Job waited for until Complete or
+// Failed and a Pod until Succeeded or Failed, within the unit's timeout,
+// then deleted under hook-succeeded or hook-failed. Hooks run once per
+// unit hash: the inventory records the hash they ran at and how that
+// ended (key "hooks"), so a repeated apply, a restart or a drift
+// correction runs none, and a failed hook is returned again (ErrHook,
+// naming the hook and its Job's reason) without running until the hash
+// changes. A failed pre hook stops the apply before any object is
+// written; until the post hooks of a hash have run, Check reports
+// HooksPending and UpToDate is false.
+//
 // # Errors
 //
 // Errors are classified with errors.Is (ErrInvalid, ErrEmpty, ErrApply,
 // ErrImmutable, ErrPrune, ErrHealthTimeout, ErrHealthFailed, ErrInventory,
-// ErrNoInventory) and errors.As (*ObjectError names the object). Errors about
+// ErrNoInventory, ErrHook) and errors.As (*ObjectError names the object). Errors about
 // Secrets never contain their data: API server messages are masked.
 package apply

@@ -37,6 +37,9 @@ var (
 	ErrInventory = errors.New("inventory")
 	// ErrNoInventory: the unit was never applied in this cluster.
 	ErrNoInventory = errors.New("unit has no inventory")
+	// ErrHook: a Helm hook of the unit failed or did not finish; the
+	// message names the hook and its Job's (or Pod's) reason.
+	ErrHook = errors.New("helm hook")
 )
 
 // ObjectError is a failure concerning one object. Its message never

@@ -76,6 +76,8 @@ type Inventory struct {
 	Prune bool
 	// Entries are sorted by group, kind, version, namespace and name.
 	Entries []Entry
+	// Hooks records the unit's last Helm hook run (hooks.go).
+	Hooks HookRun
 
 	resourceVersion string // of the ConfigMap; "" when not stored yet
 	writeSeq        uint64 // Applier write sequence of the last store
@@ -296,6 +298,16 @@ func (inv *Inventory) toConfigMap(namespace string) (*corev1.ConfigMap, error) {
 			keyCount:    strconv.Itoa(len(inv.Entries)),
 		},
 	}
+	if h := inv.Hooks; h.Hash != "" {
+		kind := "upgrade"
+		if h.Install {
+			kind = "install"
+		}
+		cm.Data[keyHooks] = h.Hash + " " + kind + " " + h.State
+		if h.Message != "" {
+			cm.Data[keyHooksMessage] = h.Message
+		}
+	}
 	objs := encodeEntries(inv.Entries)
 	if len(objs) <= compressAbove {
 		cm.Data[keyObjects] = string(objs)
@@ -326,6 +338,9 @@ func inventoryFromConfigMap(cm *corev1.ConfigMap) (*Inventory, error) {
 		Hash:            cm.Data[keyHash],
 		Prune:           cm.Data[keyPrune] == "true",
 		resourceVersion: cm.ResourceVersion,
+	}
+	if h := strings.Fields(cm.Data[keyHooks]); len(h) == 3 {
+		inv.Hooks = HookRun{Hash: h[0], Install: h[1] == "install", State: h[2], Message: cm.Data[keyHooksMessage]}
 	}
 	objs := []byte(cm.Data[keyObjects])
 	if gz, ok := cm.BinaryData[keyObjectsGz]; ok {

@@ -24,8 +24,11 @@ func TestInventoryRoundTrip(t *testing.T) {
 	tests := []struct {
 		name    string
 		entries []Entry
+		hooks   HookRun
 	}{
-		{"empty", nil},
+		{"empty", nil, HookRun{}},
+		{"hooks", nil, HookRun{Hash: "sha256:x", Install: true, State: hookFailedPre, Message: "pre-install hook Job/apps/migrate failed: BackoffLimitExceeded: Job has reached the specified backoff limit"}},
+		{"hooks done", nil, HookRun{Hash: "sha256:y", State: hookDone}},
 		{"mixed", []Entry{
 			entry("", "v1", "Namespace", "", "apps", Applied, "0123456789abcdef", "fedcba9876543210"),
 			entry("", "v1", "Secret", "apps", "creds", Applied, "", "aaaaaaaaaaaaaaaa"),
@@ -33,16 +36,16 @@ func TestInventoryRoundTrip(t *testing.T) {
 			entry("", "v1", "Service", "other", "web", Stale, "", "bbbbbbbbbbbbbbbb"),
 			entry("apps", "v1", "Deployment", "apps", "web", Applied, "1111111111111111", "2222222222222222"),
 			entry("rbac.authorization.k8s.io", "v1", "ClusterRole", "", "system:odd name", Applied, "3333333333333333", "4444444444444444"),
-		}},
+		}, HookRun{}},
 		{"awkward names", []Entry{
 			entry("", "v1", "ConfigMap", "ns", `"quoted"`, Applied, "1111111111111111", "-x"),
 			entry("rbac.authorization.k8s.io", "v1", "ClusterRole", "", "line\nbreak", Applied, "1111111111111111", "2222222222222222"),
 			entry("rbac.authorization.k8s.io", "v1", "ClusterRole", "", " leading space", Applied, "1111111111111111", "2222222222222222"),
-		}},
+		}, HookRun{}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			in := &Inventory{Unit: "web", Cluster: "c1", Revision: "main@sha1:abc", Hash: "sha256:x", Prune: true, Entries: append([]Entry(nil), tt.entries...)}
+			in := &Inventory{Unit: "web", Cluster: "c1", Revision: "main@sha1:abc", Hash: "sha256:x", Prune: true, Entries: append([]Entry(nil), tt.entries...), Hooks: tt.hooks}
 			sortEntries(in.Entries)
 			cm, err := in.toConfigMap("flotilla-system")
 			if err != nil {
@@ -55,7 +58,7 @@ func TestInventoryRoundTrip(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if out.Unit != in.Unit || out.Cluster != in.Cluster || out.Revision != in.Revision || out.Hash != in.Hash || out.Prune != in.Prune {
+			if out.Unit != in.Unit || out.Cluster != in.Cluster || out.Revision != in.Revision || out.Hash != in.Hash || out.Prune != in.Prune || out.Hooks != in.Hooks {
 				t.Fatalf("header mismatch: %+v", out)
 			}
 			if !reflect.DeepEqual(out.Entries, in.Entries) && !(len(out.Entries) == 0 && len(in.Entries) == 0) {

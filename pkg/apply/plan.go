@@ -117,7 +117,7 @@ func withPending(prev *Inventory, toApply []*work) *Inventory {
 }
 
 func sameInventory(a, b *Inventory) bool {
-	if a.resourceVersion == "" || a.Hash != b.Hash || a.Prune != b.Prune || a.Cluster != b.Cluster || len(a.Entries) != len(b.Entries) {
+	if a.resourceVersion == "" || a.Hash != b.Hash || a.Prune != b.Prune || a.Cluster != b.Cluster || a.Hooks != b.Hooks || len(a.Entries) != len(b.Entries) {
 		return false
 	}
 	for i := range a.Entries {

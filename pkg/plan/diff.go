@@ -180,19 +180,19 @@ func (pl *planner) unit(cluster string, up *unitPair) (*UnitPlan, error) {
 		}
 		return u, nil
 	}
-	var baseObjs, headObjs []*unstructured.Unstructured
+	var baseObjs, headObjs, baseHooks, headHooks []*unstructured.Unstructured
 	if j := up.baseJob; j != nil {
 		if j.err != nil {
 			u.BaseError = j.err.Error()
 		}
-		baseObjs = j.objs
+		baseObjs, baseHooks = j.objs, j.hooks
 	}
 	if j := up.headJob; j != nil {
 		if j.err != nil {
 			u.Error = j.err.Error()
 			return u, nil
 		}
-		headObjs = j.objs
+		headObjs, headHooks = j.objs, j.hooks
 		// The agent refuses an empty render unless the unit allows it, and
 		// keeps what it applied: listing its objects as removed would be
 		// wrong.
@@ -206,11 +206,32 @@ func (pl *planner) unit(cluster string, up *unitPair) (*UnitPlan, error) {
 		return nil, fmt.Errorf("plan: cluster %s unit %s: %w", cluster, up.name, err)
 	}
 	u.Objects = objs
+	if u.Hooks, err = diffHooks(up, baseHooks, headHooks); err != nil {
+		return nil, fmt.Errorf("plan: cluster %s unit %s: %w", cluster, up.name, err)
+	}
 	pl.notes.observe(cluster, up.name, baseObjs, headObjs)
-	if u.Change == Changed && len(objs) == 0 && len(u.Settings) == 0 && u.BaseError == "" {
+	if u.Change == Changed && len(objs) == 0 && len(u.Hooks) == 0 && len(u.Settings) == 0 && u.BaseError == "" {
 		return nil, nil // new hash, same objects (e.g. a comment changed)
 	}
 	return u, nil
+}
+
+// diffHooks compares a unit's Helm hooks as diffObjects does its objects,
+// saying when each runs (as at head; as at base for a removed one).
+func diffHooks(up *unitPair, base, head []*unstructured.Unstructured) ([]ObjectPlan, error) {
+	hooks, err := diffObjects(base, head)
+	if err != nil || len(hooks) == 0 {
+		return nil, err
+	}
+	for i := range hooks {
+		j := up.headJob
+		if hooks[i].Change == Removed {
+			j = up.baseJob
+		}
+		h := &hooks[i]
+		h.Hook = j.hookRuns[h.APIVersion+" "+h.ID()]
+	}
+	return hooks, nil
 }
 
 // settingsDiff lists changes of how a unit is applied.

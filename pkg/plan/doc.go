@@ -73,6 +73,10 @@
 //	      apiVersion, kind, namespace, name, change
 //	      diff            unified diff hunks of the object's YAML
 //	      after           the object as it will be applied (absent when removed)
+//	    hooks[]           a helm unit's Helm hooks that change, as objects[]
+//	                      plus hook: when the agent runs it ("pre-install,
+//	                      pre-upgrade; weight 0; delete before-hook-creation");
+//	                      absent when none change; not in counts
 //
 // Lists are never null. Text and Markdown carry the same facts.
 //

@@ -116,6 +116,9 @@ func (p painter) mark(c Change, s string) string {
 	return p.paint(ansiYellow, s)
 }
 
+// hooksTitle heads a unit's Helm hooks, which are not applied as objects.
+const hooksTitle = "Helm hooks (run by the agent around the unit's apply, not kept as its objects):"
+
 // WriteText prints the plan for a terminal or a CI log.
 func WriteText(w io.Writer, p *Plan, color bool) error {
 	bw := bufio.NewWriter(w)
@@ -157,6 +160,16 @@ func WriteText(w io.Writer, p *Plan, color bool) error {
 			for k := range u.Objects {
 				o := &u.Objects[k]
 				fmt.Fprintf(bw, "    %s %s %s\n", c.mark(o.Change, changeMark(o.Change)), o.APIVersion, o.ID())
+				for _, line := range splitLines(o.Diff) {
+					fmt.Fprintf(bw, "        %s\n", paintDiffLine(c, line))
+				}
+			}
+			if len(u.Hooks) > 0 {
+				fmt.Fprintf(bw, "    %s\n", hooksTitle)
+			}
+			for k := range u.Hooks {
+				o := &u.Hooks[k]
+				fmt.Fprintf(bw, "    %s %s %s (%s)\n", c.mark(o.Change, changeMark(o.Change)+" hook"), o.APIVersion, o.ID(), o.Hook)
 				for _, line := range splitLines(o.Diff) {
 					fmt.Fprintf(bw, "        %s\n", paintDiffLine(c, line))
 				}

@@ -207,6 +207,7 @@ type shownUnit struct {
 	Name, Kind, Change, Error, BaseError string
 	Settings                             []string
 	Objects                              []string
+	Hooks                                []string
 }
 
 func shownUnits(us []UnitPlan) []shownUnit {
@@ -215,6 +216,9 @@ func shownUnits(us []UnitPlan) []shownUnit {
 		su := shownUnit{Name: u.Name, Kind: u.Kind, Change: string(u.Change), Error: u.Error, BaseError: u.BaseError, Settings: u.Settings}
 		for _, o := range u.Objects {
 			su.Objects = append(su.Objects, string(o.Change)+" "+o.APIVersion+" "+o.ID()+"\n"+o.Diff)
+		}
+		for _, o := range u.Hooks {
+			su.Hooks = append(su.Hooks, string(o.Change)+" "+o.APIVersion+" "+o.ID()+" "+o.Hook+"\n"+o.Diff)
 		}
 		out[i] = su
 	}
@@ -277,25 +281,41 @@ func clusterSection(g []*ClusterPlan, diffs bool) string {
 		if u.BaseError != "" {
 			b.WriteString("\nrender failed at base:\n\n" + codeBlock("text", u.BaseError))
 		}
-		if len(u.Objects) == 0 {
-			continue
+		writeObjectsMarkdown(&b, u.Objects, diffs, false)
+		if len(u.Hooks) > 0 {
+			b.WriteString("\n" + hooksTitle + "\n")
+			writeObjectsMarkdown(&b, u.Hooks, diffs, true)
 		}
-		if !diffs {
-			b.WriteString("\n")
-			for j := range u.Objects {
-				o := &u.Objects[j]
-				fmt.Fprintf(&b, "- `%s` %s %s\n", changeMark(o.Change), o.APIVersion, o.ID())
-			}
-			continue
-		}
-		var d strings.Builder
-		for j := range u.Objects {
-			o := &u.Objects[j]
-			fmt.Fprintf(&d, "# %s %s %s\n", changeMark(o.Change), o.APIVersion, o.ID())
-			d.WriteString(o.Diff)
-		}
-		b.WriteString("\n" + codeBlock("diff", d.String()))
 	}
 	b.WriteString("\n</details>\n")
 	return b.String()
+}
+
+// writeObjectsMarkdown lists objects (or hooks, with when they run), with
+// their diffs when diffs.
+func writeObjectsMarkdown(b *strings.Builder, objs []ObjectPlan, diffs, hooks bool) {
+	if len(objs) == 0 {
+		return
+	}
+	when := func(o *ObjectPlan) string {
+		if !hooks {
+			return ""
+		}
+		return " (" + o.Hook + ")"
+	}
+	if !diffs {
+		b.WriteString("\n")
+		for j := range objs {
+			o := &objs[j]
+			fmt.Fprintf(b, "- `%s` %s %s%s\n", changeMark(o.Change), o.APIVersion, o.ID(), mdText(when(o)))
+		}
+		return
+	}
+	var d strings.Builder
+	for j := range objs {
+		o := &objs[j]
+		fmt.Fprintf(&d, "# %s %s %s%s\n", changeMark(o.Change), o.APIVersion, o.ID(), when(o))
+		d.WriteString(o.Diff)
+	}
+	b.WriteString("\n" + codeBlock("diff", d.String()))
 }

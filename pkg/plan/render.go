@@ -23,7 +23,11 @@ type renderJob struct {
 	cluster string
 	unit    slice.Unit
 	objs    []*unstructured.Unstructured
-	err     error
+	// hooks are the unit's Helm hooks, normalized; hookRuns says when each
+	// runs, by apiVersion and ObjectPlan.ID.
+	hooks    []*unstructured.Unstructured
+	hookRuns map[string]string
+	err      error
 }
 
 // renderAll prepares every job's unit directory from the compiled files,
@@ -58,6 +62,13 @@ func (pl *planner) renderAll(ctx context.Context, jobs []*renderJob) error {
 				j.objs = make([]*unstructured.Unstructured, len(res.Objects))
 				for i, o := range res.Objects {
 					j.objs[i] = pl.masker.normalize(o)
+				}
+				j.hookRuns = map[string]string{}
+				for _, h := range res.Hooks {
+					o := pl.masker.normalize(h.Object)
+					j.hooks = append(j.hooks, o)
+					id := objectPlan(o, "", "", nil)
+					j.hookRuns[o.GetAPIVersion()+" "+id.ID()] = hookRun(h)
 				}
 			}
 		}()
@@ -104,4 +115,10 @@ func writeUnitDir(s *side, cluster string, u slice.Unit) error {
 		}
 	}
 	return nil
+}
+
+// hookRun says when the agent runs a hook: "pre-install,pre-upgrade;
+// weight -5; delete before-hook-creation".
+func hookRun(h render.Hook) string {
+	return fmt.Sprintf("%s; weight %d; delete %s", strings.Join(h.Events, ","), h.Weight, strings.Join(h.DeletePolicies, ","))
 }

@@ -132,6 +132,10 @@ type UnitPlan struct {
 	// timeout, dependsOn, namespace), like "prune: true → false".
 	Settings []string     `json:"settings,omitempty"`
 	Objects  []ObjectPlan `json:"objects"`
+	// Hooks are the Helm hooks that change, compared like Objects: the
+	// agent runs them around the unit's apply (ObjectPlan.Hook says when),
+	// never as the unit's objects. Not in Counts.
+	Hooks []ObjectPlan `json:"hooks,omitempty"`
 	// Error is set when the unit failed to render at head (the agent will
 	// fail on it too); its objects are then unknown.
 	Error string `json:"error,omitempty"`
@@ -154,6 +158,9 @@ type ObjectPlan struct {
 	// After is the object as it will be applied (normalized, Secret
 	// values masked); absent for a removed object.
 	After *unstructured.Unstructured `json:"after,omitempty"`
+	// Hook, for a Helm hook, says when it runs: its events, weight and
+	// delete policies.
+	Hook string `json:"hook,omitempty"`
 }
 
 // MarshalJSON encodes After as a plain mapping, so the encoder's settings

@@ -246,6 +246,27 @@ func TestBadInput(t *testing.T) {
 			msg: []string{"app/objects.yaml", "object 1 (ConfigMap) has no metadata.name"},
 		},
 		{
+			name: "object with generateName only",
+			files: map[string]string{"app/kustomization.yaml": kustomization("resources: [objects.yaml]"),
+				"app/objects.yaml": configMap + "---\napiVersion: batch/v1\nkind: Job\nmetadata:\n  generateName: migrate-\n"},
+			unit: kunit, class: ErrInvalidObject,
+			msg: []string{"app/objects.yaml", "object 2 (Job generateName migrate-) has generateName but no metadata.name"},
+		},
+		{
+			name: "helm hook with generateName only",
+			files: map[string]string{"chart/Chart.yaml": chartYAML, "chart/templates/cm.yaml": configMap,
+				"chart/templates/job.yaml": "apiVersion: batch/v1\nkind: Job\nmetadata:\n  generateName: {{ .Release.Name }}-migrate-\n  annotations:\n    helm.sh/hook: pre-install\n"},
+			unit: hunit(""), class: ErrInvalidObject,
+			msg: []string{"bad/templates/job.yaml", "(Job generateName app-migrate-) has generateName but no metadata.name"},
+		},
+		{
+			name: "unknown hook delete policy",
+			files: map[string]string{"chart/Chart.yaml": chartYAML, "chart/templates/cm.yaml": configMap,
+				"chart/templates/job.yaml": "apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: migrate\n  annotations:\n    helm.sh/hook: pre-install\n    helm.sh/hook-delete-policy: before-hook-creation,sometimes\n"},
+			unit: hunit(""), class: ErrInvalidObject,
+			msg: []string{"Job apps/migrate", `unknown helm.sh/hook-delete-policy "sometimes"`},
+		},
+		{
 			name: "object with no apiVersion",
 			files: map[string]string{"app/kustomization.yaml": kustomization("resources: [objects.yaml]"),
 				"app/objects.yaml": "kind: ConfigMap\nmetadata:\n  name: noversion\n"},

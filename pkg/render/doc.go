@@ -12,8 +12,11 @@
 // templated with Helm.Values as `helm template --include-crds` would, with
 // release name Helm.ReleaseName (default: the unit name), namespace
 // Namespace (default "default") and Options.Capabilities. CRDs from crds/
-// are included; hooks are included as plain objects (a GitOps apply has no
-// hook phases), except test hooks, which are dropped; NOTES.txt is dropped.
+// are included; NOTES.txt and test hooks are dropped. Other hooks (objects
+// annotated helm.sh/hook) go through the unit's kustomization with the rest
+// and are then set apart in Result.Hooks with their events, weight and
+// delete policies (before-hook-creation when none), ordered as Helm runs
+// them: the agent runs them around the unit's apply, not as its objects.
 // The output becomes slice.HelmOutputFile in the unit directory (in memory
 // only) and krusty builds the unit's kustomization.yaml, which lists it —
 // so images, replicas, patches and namespace apply to charts exactly as to

@@ -187,8 +187,9 @@ func safeHelmTemplate(req *helmRequest) (resp helmResponse) {
 // helmTemplate does what `helm template --include-crds` does: a client-only
 // dry-run install with the given capabilities. CRDs from crds/ come first,
 // then the manifests in Helm's install order, then hooks other than test
-// hooks, as plain objects (a GitOps apply has no hook phases; Flux's
-// helm-controller would run them around the install). Each document keeps
+// hooks, which keep their helm.sh/hook annotations: they go through the
+// unit's kustomization like the rest, and Unit then sets them apart
+// (splitHooks) for the agent to run in Helm's phases. Each document keeps
 // Helm's "# Source:" comment, which error messages use.
 func helmTemplate(req *helmRequest) ([]byte, error) {
 	var ch *chart.Chart

@@ -56,11 +56,17 @@ func missingField(u *unstructured.Unstructured) string {
 		return "has no apiVersion"
 	case u.GetKind() == "":
 		return "has no kind"
+	case u.GetName() == "" && u.GetGenerateName() != "":
+		return "has generateName " + u.GetGenerateName() + " but no metadata.name" + generateNameHint
 	case u.GetName() == "":
 		return "has no metadata.name"
 	}
 	return ""
 }
+
+// generateNameHint says why a generated name cannot do: objects are
+// server-side applied, found again and pruned by name.
+const generateNameHint = ": every object needs a fixed name (Flotilla applies, tracks and prunes objects by name); set metadata.name"
 
 func objectKey(u *unstructured.Unstructured) string {
 	gvk := u.GroupVersionKind()
@@ -187,6 +193,9 @@ func checkDocuments(file string, data []byte, seen map[string]string) error {
 				case apiVersion == "":
 					return errFile(where, ErrInvalidObject, fmt.Sprintf("object %d (%s) has no apiVersion", n, kind))
 				case name == "":
+					if gen, _ := meta["generateName"].(string); gen != "" {
+						return errFile(where, ErrInvalidObject, fmt.Sprintf("object %d (%s generateName %s) has generateName but no metadata.name%s", n, kind, gen, generateNameHint))
+					}
 					return errFile(where, ErrInvalidObject, fmt.Sprintf("object %d (%s) has no metadata.name", n, kind))
 				}
 				group, _, _ := strings.Cut(apiVersion, "/")

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"path"
+	"slices"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/kustomize/api/konfig"
@@ -23,16 +24,28 @@ type Result struct {
 	// kind, namespace, name. The order depends on the objects only, never
 	// on how the sources list them.
 	Objects []*unstructured.Unstructured
-	// Size is the total size of Objects as JSON (krusty's encoding), the
-	// figure Limits.MaxTotalSize bounds.
+	// Hooks are a helm unit's Helm hooks (objects annotated helm.sh/hook),
+	// not among Objects: the agent runs them around the unit's apply, in
+	// this order (weight, then kind and name). Always empty for other
+	// kinds of unit.
+	Hooks []Hook
+	// Size is the total size of Objects and Hooks as JSON (krusty's
+	// encoding), the figure Limits.MaxTotalSize bounds.
 	Size int64
 }
 
-// YAML encodes the objects as one multi-document YAML stream (keys sorted),
-// the form used by golden files and plan diffs.
+// YAML encodes the objects, then the hooks, as one multi-document YAML
+// stream (keys sorted), the form used by golden files and plan diffs.
 func (r *Result) YAML() ([]byte, error) {
 	var b bytes.Buffer
-	for i, o := range r.Objects {
+	all := r.Objects
+	if len(r.Hooks) > 0 {
+		all = slices.Clone(r.Objects)
+		for _, h := range r.Hooks {
+			all = append(all, h.Object)
+		}
+	}
+	for i, o := range all {
 		if i > 0 {
 			b.WriteString("---\n")
 		}
@@ -110,7 +123,13 @@ func renderUnit(ctx context.Context, repoRoot string, u slice.Unit, opts Options
 		}
 		return nil, err
 	}
-	return &Result{Objects: objs, Size: size}, nil
+	res := &Result{Objects: objs, Size: size}
+	if u.Kind == slice.UnitHelm {
+		if res.Objects, res.Hooks, err = splitHooks(objs); err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
 }
 
 // prepareHelm templates the unit's chart and puts the output (and, if the

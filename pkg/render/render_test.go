@@ -2,8 +2,11 @@ package render
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -78,7 +81,6 @@ func TestUnitGolden(t *testing.T) {
 				wantString(t, cm, "monitoring", "data", "releaseNamespace")
 				wantString(t, cm, "monitoring", "metadata", "namespace")
 				find(t, objs, "ServiceMonitor", "caps")
-				find(t, objs, "Job", "caps-migrate") // a non-test hook, kept as a plain object
 				crd := find(t, objs, "CustomResourceDefinition", "widgets.example.com")
 				if crd.GetNamespace() != "" {
 					t.Errorf("cluster-scoped CRD got namespace %q", crd.GetNamespace())
@@ -138,6 +140,10 @@ func TestUnitGolden(t *testing.T) {
 				b, _ := o.MarshalJSON()
 				total += int64(len(b))
 			}
+			for _, h := range res.Hooks {
+				b, _ := h.Object.MarshalJSON()
+				total += int64(len(b))
+			}
 			// Size counts krusty's JSON encoding, which differs from
 			// encoding/json's only in escaping details.
 			if diff := res.Size - total; res.Size <= 0 || diff > total/100+8 || -diff > total/100+8 {
@@ -154,6 +160,71 @@ func TestUnitGolden(t *testing.T) {
 				t.Error("second render differs from the first")
 			}
 		})
+	}
+}
+
+// TestHelmHooks: hooks are set apart from the objects with Helm's events,
+// weight and delete policies; test hooks are dropped.
+func TestHelmHooks(t *testing.T) {
+	u := helmUnit("caps", "rendered/ab/member1/caps", "charts/caps/0.1.0", "monitoring")
+	res, err := Unit(context.Background(), fixtureRepo, u, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range res.Objects {
+		if _, ok := o.GetAnnotations()["helm.sh/hook"]; ok {
+			t.Errorf("hook %s %s among the objects", o.GetKind(), o.GetName())
+		}
+	}
+	var got []string
+	for _, h := range res.Hooks {
+		got = append(got, fmt.Sprintf("%s %s/%s events=%v weight=%d delete=%v", h.Object.GetKind(), h.Object.GetNamespace(), h.Object.GetName(), h.Events, h.Weight, h.DeletePolicies))
+	}
+	want := []string{"Job monitoring/caps-migrate events=[pre-install pre-upgrade] weight=-5 delete=[before-hook-creation]"}
+	if !slices.Equal(got, want) {
+		t.Errorf("hooks = %q, want %q", got, want)
+	}
+}
+
+// TestSplitHooks: Helm's order (weight, then kind in install order, then
+// name) and annotation parsing.
+func TestSplitHooks(t *testing.T) {
+	obj := func(kind, name string, ann map[string]string) *unstructured.Unstructured {
+		o := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": kind, "metadata": map[string]any{"name": name, "namespace": "ns"}}}
+		o.SetAnnotations(ann)
+		return o
+	}
+	objs := []*unstructured.Unstructured{
+		obj("ConfigMap", "plain", nil),
+		obj("ConfigMap", "late", map[string]string{"helm.sh/hook": "post-upgrade", "helm.sh/hook-weight": "10"}),
+		obj("Job", "b-migrate", map[string]string{"helm.sh/hook": " Pre-Install , pre-upgrade", "helm.sh/hook-delete-policy": "hook-succeeded, hook-failed"}),
+		obj("ServiceAccount", "a-sa", map[string]string{"helm.sh/hook": "pre-install", "helm.sh/hook-weight": "junk"}),
+		obj("Job", "first", map[string]string{"helm.sh/hook": "pre-install", "helm.sh/hook-weight": "-1"}),
+		obj("Pod", "tester", map[string]string{"helm.sh/hook": "test"}),
+	}
+	sortObjects(objs)
+	kept, hooks, err := splitHooks(objs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(kept) != 1 || kept[0].GetName() != "plain" {
+		t.Errorf("kept %d objects, want only plain", len(kept))
+	}
+	var got []string
+	for _, h := range hooks {
+		got = append(got, fmt.Sprintf("%s %v %d %v", h.Object.GetName(), h.Events, h.Weight, h.DeletePolicies))
+	}
+	want := []string{
+		"first [pre-install] -1 [before-hook-creation]",
+		"a-sa [pre-install] 0 [before-hook-creation]",
+		"b-migrate [pre-install pre-upgrade] 0 [hook-succeeded hook-failed]",
+		"late [post-upgrade] 10 [before-hook-creation]",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("hooks =\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if _, _, err := splitHooks([]*unstructured.Unstructured{obj("Job", "x", map[string]string{"helm.sh/hook": "pre-instal"})}); !errors.Is(err, ErrInvalidObject) {
+		t.Errorf("unknown event: err = %v, want ErrInvalidObject", err)
 	}
 }
 

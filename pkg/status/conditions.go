@@ -15,6 +15,7 @@ var failureReasons = map[string]bool{
 	ReasonHealthCheckFailed:  true,
 	ReasonFetchFailed:        true,
 	ReasonVerificationFailed: true,
+	ReasonHookFailed:         true,
 }
 
 func findCondition(cs []metav1.Condition, typ string) *metav1.Condition {

@@ -40,6 +40,9 @@ const (
 	// ReasonSourceStale: a unit's sources in Git do not match the hash its
 	// slice records (pushed without re-rendering); the unit is refused.
 	ReasonSourceStale = "SourceStale"
+	// ReasonHookFailed: a Helm hook of the unit failed or did not finish;
+	// it runs again only at a new revision of the unit.
+	ReasonHookFailed = "HookFailed"
 	// ReasonAwaitingDecommission: a held prune waits for the marker.
 	ReasonAwaitingDecommission = "AwaitingDecommission"
 )

@@ -48,6 +48,24 @@ data:
 `
 }
 
+func planMigrateHook(version string) string {
+	return `apiVersion: batch/v1
+kind: Job
+metadata:
+  name: {{ .Release.Name }}-migrate
+  annotations:
+    helm.sh/hook: pre-install,pre-upgrade
+    helm.sh/hook-delete-policy: before-hook-creation
+spec:
+  template:
+    spec:
+      restartPolicy: Never
+      containers:
+      - name: migrate
+        image: registry.example.com/backend-migrate:` + version + `
+`
+}
+
 var planScenarios = []planScenario{
 	{
 		name: "values-change",
@@ -89,6 +107,13 @@ var planScenarios = []planScenario{
 		// or patches, like nginx or backend, fails in kustomize first.)
 		name: "empty-render-refused",
 		head: map[string]string{"apps/frontend-web-canary/manifests/deployment.yaml": "# frontend-web v2 is retired.\n"},
+	},
+	{
+		// A chart's migration hook changes: the plan lists it apart from
+		// the unit's objects, saying when it runs.
+		name: "helm-hook-change",
+		base: map[string]string{"apps/backend-api/chart/templates/migrate-job.yaml": planMigrateHook("1")},
+		head: map[string]string{"apps/backend-api/chart/templates/migrate-job.yaml": planMigrateHook("2")},
 	},
 	{
 		name: "cluster-added",
@@ -188,6 +213,16 @@ func checkPlanScenario(t *testing.T, name, dir string, p *plan.Plan, out map[str
 		has(out["txt"], "+        - 128mb\n")
 		if len(p.Clusters) != 2 || clusters["edge-1"] != nil {
 			t.Errorf("clusters %v, want member1 and member2 (redis-cache runs on cloud clusters)", planClusterNames(p))
+		}
+	case "helm-hook-change":
+		has(out["txt"], "Helm hooks (run by the agent around the unit's apply, not kept as its objects):")
+		has(out["txt"], "~ hook batch/v1 Job shop/backend-api-migrate (pre-install,pre-upgrade; weight 0; delete before-hook-creation)")
+		has(out["md"], "# ~ batch/v1 Job shop/backend-api-migrate (pre-install,pre-upgrade; weight 0; delete before-hook-creation)")
+		has(out["json"], `"hook": "pre-install,pre-upgrade; weight 0; delete before-hook-creation"`)
+		for _, cp := range p.Clusters {
+			if cp.Counts.ObjectsAdded+cp.Counts.ObjectsChanged+cp.Counts.ObjectsRemoved != 0 || len(cp.Units) != 1 || len(cp.Units[0].Hooks) != 1 {
+				t.Errorf("cluster %s: %+v, want only backend-api's hook to change", cp.Name, cp)
+			}
 		}
 	case "replica-redivision":
 		want := "nginx: member1 3→2 replicas, member2 1→2"
