@@ -166,8 +166,12 @@ func (l *Loop) reconcileUnit(ctx context.Context, rc *cycleRun, u slice.Unit, st
 	out, err := render.Unit(ctx, rev.Dir, u, rc.renderOpts)
 	if err != nil {
 		l.restoreDrift(ctx, rc, u, st, chk)
+		reason := status.ReasonRenderFailed
+		if errors.Is(err, render.ErrDecrypt) {
+			reason = status.ReasonDecryptionFailed
+		}
 		return outcome{
-			reason: status.ReasonRenderFailed, err: err, stalled: true, count: countFailed,
+			reason: reason, err: err, stalled: true, count: countFailed,
 			log: "render failed; the unit keeps its last applied state", logAttrs: []any{"revision", rev.Revision},
 		}
 	}

@@ -26,6 +26,9 @@ type Result struct {
 	// Size is the total size of Objects as JSON (krusty's encoding), the
 	// figure Limits.MaxTotalSize bounds.
 	Size int64
+	// Encrypted are the SOPS documents the unit read (repo-relative,
+	// sorted): decrypted with Options.Decryptor, else redacted.
+	Encrypted []string
 }
 
 // YAML encodes the objects as one multi-document YAML stream (keys sorted),
@@ -78,6 +81,7 @@ func renderUnit(ctx context.Context, repoRoot string, u slice.Unit, opts Options
 		return nil, err
 	}
 	defer f.Close()
+	f.decryptor = opts.Decryptor
 
 	if _, fi, err := f.statRel(unitDir); err != nil || !fi.IsDir() {
 		if err != nil && isViolation(err) {
@@ -110,7 +114,7 @@ func renderUnit(ctx context.Context, repoRoot string, u slice.Unit, opts Options
 		}
 		return nil, err
 	}
-	return &Result{Objects: objs, Size: size}, nil
+	return &Result{Objects: objs, Size: size, Encrypted: f.encryptedFiles()}, nil
 }
 
 // prepareHelm templates the unit's chart and puts the output (and, if the

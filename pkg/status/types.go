@@ -42,6 +42,10 @@ const (
 	ReasonSourceStale = "SourceStale"
 	// ReasonAwaitingDecommission: a held prune waits for the marker.
 	ReasonAwaitingDecommission = "AwaitingDecommission"
+	// ReasonDecryptionFailed: a SOPS-encrypted file of the unit could not
+	// be decrypted (no matching age key on this cluster, or it was altered);
+	// the message names the file. The unit keeps its last applied state.
+	ReasonDecryptionFailed = "DecryptionFailed"
 )
 
 // RefFor is the status ref of a cluster.
