@@ -170,7 +170,57 @@ func parseYAML(data []byte) (*Document, error) {
 		}
 		d.branches = append(d.branches, dropSops(b))
 	}
+	if err := d.checkIdentity(); err != nil {
+		return nil, err
+	}
 	return d, nil
+}
+
+// checkIdentity refuses a Kubernetes manifest whose apiVersion, kind or
+// metadata is encrypted: the hub, which has no key, must still see which
+// object the file is to render and plan it (encrypt with
+// encrypted_regex: ^(data|stringData)$, as Flux recommends).
+func (d *Document) checkIdentity() error {
+	for _, b := range d.branches {
+		if b.get("kind") == nil && b.get("apiVersion") == nil {
+			continue // not a manifest: a generator's input, say
+		}
+		for _, k := range []string{"apiVersion", "kind", "metadata"} {
+			if containsEncrypted(b.get(k)) {
+				return fmt.Errorf("%w: the manifest's %s is encrypted; encrypt only data and stringData (encrypted_regex: ^(data|stringData)$) so that render and plan can tell which object it is", ErrUnsupported, k)
+			}
+		}
+	}
+	return nil
+}
+
+func (b branch) get(key string) any {
+	for _, it := range b {
+		if it.key == key {
+			return it.value
+		}
+	}
+	return nil
+}
+
+func containsEncrypted(v any) bool {
+	switch v := v.(type) {
+	case string:
+		return isEncrypted(v)
+	case branch:
+		for _, it := range v {
+			if containsEncrypted(it.value) {
+				return true
+			}
+		}
+	case []any:
+		for _, e := range v {
+			if containsEncrypted(e) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // sopsSection is the value of a document's top-level "sops" key, if it is
@@ -296,6 +346,11 @@ func parseJSON(f Format, data []byte) (*Document, error) {
 		return nil, err
 	}
 	d := &Document{format: f, branches: []branch{dropSops(b)}, meta: *holder.Sops}
+	if f == JSON {
+		if err := d.checkIdentity(); err != nil {
+			return nil, err
+		}
+	}
 	if f == Binary {
 		if len(d.branches[0]) != 1 || d.branches[0][0].key != "data" {
 			return nil, malformed(`binary document: want only the "data" key`)

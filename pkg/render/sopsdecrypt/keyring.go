@@ -60,3 +60,20 @@ func ParseRecipient(s string) error {
 	}
 	return nil
 }
+
+// RecipientOf is the recipient of the single X25519 identity in an age
+// identity file (what `age-keygen -y` prints).
+func RecipientOf(identityFile []byte) (string, error) {
+	ids, err := ParseIdentities(identityFile)
+	if err != nil {
+		return "", err
+	}
+	if len(ids) != 1 {
+		return "", fmt.Errorf("the age key file holds %d identities, want one", len(ids))
+	}
+	x, ok := ids[0].(*age.X25519Identity)
+	if !ok {
+		return "", errors.New("the age key is not an X25519 identity")
+	}
+	return x.Recipient().String(), nil
+}
