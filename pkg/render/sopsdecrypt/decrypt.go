@@ -34,6 +34,11 @@ func (d *Document) Decrypt(identities []age.Identity) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	return d.decryptWithKey(key)
+}
+
+// decryptWithKey decrypts every value with the data key and checks the MAC.
+func (d *Document) decryptWithKey(key []byte) ([]byte, error) {
 	h := sha512.New()
 	if d.meta.MACOnlyEncrypted {
 		h.Write(macOnlyEncryptedInit)

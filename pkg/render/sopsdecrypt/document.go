@@ -163,8 +163,9 @@ func parseYAML(data []byte) (*Document, error) {
 	if d.meta.MAC == "" {
 		return nil, nil
 	}
+	budget := maxNodes
 	for _, doc := range docs {
-		b, err := yamlBranch(doc)
+		b, err := yamlBranch(doc, &budget)
 		if err != nil {
 			return nil, err
 		}
@@ -251,7 +252,7 @@ func dropSops(b branch) branch {
 	return out
 }
 
-func yamlBranch(doc *yaml.Node) (branch, error) {
+func yamlBranch(doc *yaml.Node, budget *int) (branch, error) {
 	if len(doc.Content) == 0 {
 		return branch{}, nil
 	}
@@ -261,7 +262,7 @@ func yamlBranch(doc *yaml.Node) (branch, error) {
 	}
 	switch n.Kind {
 	case yaml.MappingNode:
-		v, err := yamlValue(n, 0)
+		v, err := yamlValue(n, 0, budget)
 		if err != nil {
 			return nil, err
 		}
@@ -274,21 +275,28 @@ func yamlBranch(doc *yaml.Node) (branch, error) {
 	return nil, malformed("a yaml document must be a mapping")
 }
 
-// maxDepth bounds recursion on hostile input (aliases are bounded by the
-// caller's alias-bomb scan; nesting is bounded here).
-const maxDepth = 100
+// maxDepth and maxNodes bound the work on hostile input: nesting, and
+// the values aliases expand to (render also scans every file for alias
+// bombs before this runs).
+const (
+	maxDepth = 100
+	maxNodes = 1 << 20
+)
 
-func yamlValue(n *yaml.Node, depth int) (any, error) {
+func yamlValue(n *yaml.Node, depth int, budget *int) (any, error) {
 	if depth > maxDepth {
 		return nil, malformed("nesting deeper than %d", maxDepth)
 	}
+	if *budget--; *budget < 0 {
+		return nil, malformed("aliases expand to more than %d values", maxNodes)
+	}
 	switch n.Kind {
 	case yaml.AliasNode:
-		return yamlValue(n.Alias, depth+1)
+		return yamlValue(n.Alias, depth+1, budget)
 	case yaml.SequenceNode:
 		out := make([]any, 0, len(n.Content))
 		for _, c := range n.Content {
-			v, err := yamlValue(c, depth+1)
+			v, err := yamlValue(c, depth+1, budget)
 			if err != nil {
 				return nil, err
 			}
@@ -306,7 +314,7 @@ func yamlValue(n *yaml.Node, depth int) (any, error) {
 			if !ok {
 				return nil, malformed("line %d: keys must be strings", n.Content[i].Line)
 			}
-			v, err := yamlValue(n.Content[i+1], depth+1)
+			v, err := yamlValue(n.Content[i+1], depth+1, budget)
 			if err != nil {
 				return nil, err
 			}
