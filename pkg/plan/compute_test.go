@@ -13,7 +13,6 @@ import (
 	"github.com/flotilla-gitops/flotilla/pkg/compile"
 	"github.com/flotilla-gitops/flotilla/pkg/fleet"
 	"github.com/flotilla-gitops/flotilla/pkg/plan"
-	"github.com/flotilla-gitops/flotilla/pkg/render/sopsdecrypt"
 	"github.com/flotilla-gitops/flotilla/test/sopscli"
 )
 
@@ -396,16 +395,8 @@ func TestEmptyRenderAndAllowEmpty(t *testing.T) {
 // value shows in the plan as a changed Secret whose values are ciphertext
 // markers, in every output format, and never as a plaintext.
 func TestSOPSSecretInPlan(t *testing.T) {
-	if _, err := sopscli.Path(); err != nil {
-		if testing.Short() {
-			t.Skip(err)
-		}
-		t.Fatal(err)
-	}
-	_, recipient, err := sopsdecrypt.GenerateKey()
-	if err != nil {
-		t.Fatal(err)
-	}
+	sopscli.Require(t)
+	recipient := sopscli.NewKey(t).Recipient
 	const before, after = "old-plaintext-Jq7Xc2", "new-plaintext-Pw9Lm4"
 	encrypt := func(v string) string {
 		return string(sopscli.Encrypt(t, "db.enc.yaml", []byte("apiVersion: v1\nkind: Secret\nmetadata:\n  name: db\nstringData:\n  password: "+v+"\n"),
@@ -446,7 +437,7 @@ func TestSOPSSecretInPlan(t *testing.T) {
 		}
 	}
 	// rendered/ holds the file as it is in the sources: ciphertext.
-	err = filepath.WalkDir(filepath.Join(r.dir, "rendered"), func(p string, d os.DirEntry, err error) error {
+	err := filepath.WalkDir(filepath.Join(r.dir, "rendered"), func(p string, d os.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
 			return err
 		}

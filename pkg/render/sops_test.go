@@ -53,35 +53,15 @@ generatorOptions:
 `
 
 type sopsFixture struct {
-	root      string
-	unit      slice.Unit
-	mine      []age.Identity
-	recipient string
-}
-
-func sopsKey(t *testing.T) ([]age.Identity, string) {
-	t.Helper()
-	file, rcpt, err := sopsdecrypt.GenerateKey()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ids, err := sopsdecrypt.ParseIdentities(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ids, rcpt
+	root string
+	unit slice.Unit
 }
 
 // newSopsFixture writes a unit whose manifests and secretGenerator inputs
 // are encrypted by the real sops CLI for recipient.
 func newSopsFixture(t *testing.T, recipients ...string) sopsFixture {
 	t.Helper()
-	if _, err := sopscli.Path(); err != nil {
-		if testing.Short() {
-			t.Skip(err)
-		}
-		t.Fatal(err)
-	}
+	sopscli.Require(t)
 	root := t.TempDir()
 	dir := filepath.Join(root, "rendered", "c1", "secrets")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -112,9 +92,9 @@ func keyring(ids []age.Identity) Decryptor {
 }
 
 func TestUnitSOPSDecrypts(t *testing.T) {
-	ids, rcpt := sopsKey(t)
-	fx := newSopsFixture(t, rcpt)
-	res, err := Unit(context.Background(), fx.root, fx.unit, Options{Decryptor: keyring(ids)})
+	k := sopscli.NewKey(t)
+	fx := newSopsFixture(t, k.Recipient)
+	res, err := Unit(context.Background(), fx.root, fx.unit, Options{Decryptor: keyring(k.Identities)})
 	if err != nil {
 		t.Fatalf("Unit: %v", err)
 	}
@@ -142,8 +122,7 @@ func TestUnitSOPSDecrypts(t *testing.T) {
 // TestUnitSOPSRedacted is the hub's render: no key, every Secret present
 // with its keys, values replaced by markers, no plaintext anywhere.
 func TestUnitSOPSRedacted(t *testing.T) {
-	_, rcpt := sopsKey(t)
-	fx := newSopsFixture(t, rcpt)
+	fx := newSopsFixture(t, sopscli.NewKey(t).Recipient)
 	res, err := Unit(context.Background(), fx.root, fx.unit, Options{})
 	if err != nil {
 		t.Fatalf("Unit: %v", err)
@@ -179,9 +158,10 @@ func TestUnitSOPSRedacted(t *testing.T) {
 // cluster without a key fail with ErrDecrypt naming the file, and never
 // carry the plaintext.
 func TestUnitSOPSFailures(t *testing.T) {
-	mine, _ := sopsKey(t)
-	_, other := sopsKey(t)
-	ownIDs, own := sopsKey(t)
+	mine := sopscli.NewKey(t).Identities
+	other := sopscli.NewKey(t).Recipient
+	ownKey := sopscli.NewKey(t)
+	ownIDs, own := ownKey.Identities, ownKey.Recipient
 	for _, tc := range []struct {
 		name     string
 		ids      []age.Identity

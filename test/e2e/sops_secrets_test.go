@@ -12,7 +12,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/flotilla-gitops/flotilla/pkg/render/sopsdecrypt"
 	"github.com/flotilla-gitops/flotilla/pkg/slice"
 	"github.com/flotilla-gitops/flotilla/pkg/status"
 	"github.com/flotilla-gitops/flotilla/test/sopscli"
@@ -29,23 +28,15 @@ import (
 // file and still applies its unencrypted unit. Neither agent's log nor
 // status carries a plaintext, plain or base64.
 func TestSOPSSecretsDecryptOnlyWhereKeyed(t *testing.T) {
-	if _, err := sopscli.Path(); err != nil {
-		t.Fatal(err)
-	}
+	sopscli.Require(t)
 	c := testenv.StartCluster(t, testenv.ClusterOptions{Mode: testenv.Minimal})
 	srv := agentGit(t)
 	const (
 		password = "s3cr3t-db-Qm7Vx2Lk9"
 		apiToken = "s3cr3t-env-Rt4Wn8Jc3"
 	)
-	keyedFile, keyedRecipient, err := sopsdecrypt.GenerateKey()
-	if err != nil {
-		t.Fatal(err)
-	}
-	otherFile, _, err := sopsdecrypt.GenerateKey()
-	if err != nil {
-		t.Fatal(err)
-	}
+	keyedKey := sopscli.NewKey(t)
+	keyedFile, keyedRecipient, otherFile := keyedKey.File, keyedKey.Recipient, sopscli.NewKey(t).File
 	regex := sopscli.Options{EncryptedRegex: "^(data|stringData)$"}
 	secretYAML := sopscli.Encrypt(t, "db.enc.yaml", []byte("apiVersion: v1\nkind: Secret\nmetadata:\n  name: db\n"+
 		"type: Opaque\nstringData:\n  password: "+password+"\n"), regex, keyedRecipient)

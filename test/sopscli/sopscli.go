@@ -11,6 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"filippo.io/age"
+
+	"github.com/flotilla-gitops/flotilla/pkg/render/sopsdecrypt"
 	"github.com/flotilla-gitops/flotilla/test/testenv"
 )
 
@@ -25,6 +28,40 @@ func Path() (string, error) {
 		return "", fmt.Errorf("%s: %w", p, testenv.ErrToolMissing)
 	}
 	return p, nil
+}
+
+// Require fails t when bin/sops is missing, or skips it under -short (unit
+// tests in `make test-unit` run without tools).
+func Require(t testing.TB) {
+	t.Helper()
+	if _, err := Path(); err != nil {
+		if testing.Short() {
+			t.Skip(err)
+		}
+		t.Fatal(err)
+	}
+}
+
+// Key is an age key made for one test.
+type Key struct {
+	// File is the identity file content (SOPS_AGE_KEY, the agent's Secret).
+	File       []byte
+	Recipient  string
+	Identities []age.Identity
+}
+
+// NewKey makes an age key.
+func NewKey(t testing.TB) Key {
+	t.Helper()
+	file, recipient, err := sopsdecrypt.GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids, err := sopsdecrypt.ParseIdentities(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Key{File: file, Recipient: recipient, Identities: ids}
 }
 
 // Options tune one encryption.
@@ -44,15 +81,7 @@ type Options struct {
 // the developer's configuration takes part.
 func Encrypt(t testing.TB, name string, plaintext []byte, opts Options, recipients ...string) []byte {
 	t.Helper()
-	bin, err := Path()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	in := filepath.Join(dir, name)
-	if err := os.WriteFile(in, plaintext, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	bin, dir, in := input(t, name, plaintext)
 	args := []string{"--encrypt", "--age", strings.Join(recipients, ",")}
 	if opts.EncryptedRegex != "" {
 		args = append(args, "--encrypted-regex", opts.EncryptedRegex)
@@ -72,20 +101,27 @@ func Encrypt(t testing.TB, name string, plaintext []byte, opts Options, recipien
 // agent's plaintext with sops' own.
 func Decrypt(t testing.TB, name string, encrypted, key []byte, inputType string) []byte {
 	t.Helper()
-	bin, err := Path()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	in := filepath.Join(dir, name)
-	if err := os.WriteFile(in, encrypted, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	bin, dir, in := input(t, name, encrypted)
 	args := []string{"--decrypt"}
 	if inputType != "" {
 		args = append(args, "--input-type", inputType, "--output-type", inputType)
 	}
 	return run(t, dir, bin, []string{"SOPS_AGE_KEY=" + string(key)}, append(args, in)...)
+}
+
+// input writes data to a file called name in a new temporary directory.
+func input(t testing.TB, name string, data []byte) (bin, dir, file string) {
+	t.Helper()
+	bin, err := Path()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir = t.TempDir()
+	file = filepath.Join(dir, name)
+	if err := os.WriteFile(file, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return bin, dir, file
 }
 
 func run(t testing.TB, dir, bin string, env []string, args ...string) []byte {

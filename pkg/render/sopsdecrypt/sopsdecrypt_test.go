@@ -72,40 +72,11 @@ const secretEnv = "USER=admin\nPASSWORD=" + secretWord + "\nMULTI=a\\nb\n"
 
 const secretBinary = "-----BEGIN CERT-----\n" + secretWord + "\n-----END CERT-----\n"
 
-type key struct {
-	file      []byte
-	recipient string
-	ids       []age.Identity
-}
-
-func newKey(t *testing.T) key {
-	t.Helper()
-	file, recipient, err := sopsdecrypt.GenerateKey()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ids, err := sopsdecrypt.ParseIdentities(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return key{file: file, recipient: recipient, ids: ids}
-}
-
-func skipWithoutSops(t *testing.T) {
-	t.Helper()
-	if _, err := sopscli.Path(); err != nil {
-		if testing.Short() {
-			t.Skip(err)
-		}
-		t.Fatal(err)
-	}
-}
-
 // TestDecryptRealSops decrypts what the real sops CLI encrypts and checks
 // the result against sops' own decryption.
 func TestDecryptRealSops(t *testing.T) {
-	skipWithoutSops(t)
-	k := newKey(t)
+	sopscli.Require(t)
+	k := sopscli.NewKey(t)
 	for _, tc := range []struct {
 		name, file, plain, inputType string
 		opts                         sopscli.Options
@@ -125,7 +96,7 @@ func TestDecryptRealSops(t *testing.T) {
 		{name: "binary", file: "tls.crt", plain: secretBinary, format: sopsdecrypt.Binary, inputType: "binary"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			enc := sopscli.Encrypt(t, tc.file, []byte(tc.plain), tc.opts, k.recipient)
+			enc := sopscli.Encrypt(t, tc.file, []byte(tc.plain), tc.opts, k.Recipient)
 			if bytes.Contains(enc, []byte(secretWord)) {
 				t.Fatalf("sops left the plaintext in:\n%s", enc)
 			}
@@ -136,14 +107,14 @@ func TestDecryptRealSops(t *testing.T) {
 			if err != nil || doc == nil {
 				t.Fatalf("Parse = %v, %v; want a document", doc, err)
 			}
-			if r := doc.Recipients(); len(r) != 1 || r[0] != k.recipient {
-				t.Errorf("Recipients = %v, want [%s]", r, k.recipient)
+			if r := doc.Recipients(); len(r) != 1 || r[0] != k.Recipient {
+				t.Errorf("Recipients = %v, want [%s]", r, k.Recipient)
 			}
-			got, err := doc.Decrypt(k.ids)
+			got, err := doc.Decrypt(k.Identities)
 			if err != nil {
 				t.Fatalf("Decrypt: %v", err)
 			}
-			want := sopscli.Decrypt(t, tc.file, enc, k.file, tc.inputType)
+			want := sopscli.Decrypt(t, tc.file, enc, k.File, tc.inputType)
 			assertSameDocument(t, tc.format, got, want)
 
 			red, err := doc.Redacted()
@@ -197,9 +168,9 @@ func assertSameDocument(t *testing.T, f sopsdecrypt.Format, got, want []byte) {
 // TestDecryptFailures: wrong key, a file for other clusters, no key, a
 // tampered value or MAC. None of the errors carries the plaintext.
 func TestDecryptFailures(t *testing.T) {
-	skipWithoutSops(t)
-	mine, other, third := newKey(t), newKey(t), newKey(t)
-	enc := sopscli.Encrypt(t, "secret.yaml", []byte(secretYAML), sopscli.Options{EncryptedRegex: "^(data|stringData)$"}, other.recipient, third.recipient)
+	sopscli.Require(t)
+	mine, other, third := sopscli.NewKey(t), sopscli.NewKey(t), sopscli.NewKey(t)
+	enc := sopscli.Encrypt(t, "secret.yaml", []byte(secretYAML), sopscli.Options{EncryptedRegex: "^(data|stringData)$"}, other.Recipient, third.Recipient)
 
 	tamper := func(from, to string) []byte {
 		t.Helper()
@@ -225,12 +196,12 @@ func TestDecryptFailures(t *testing.T) {
 		want error
 		says []string
 	}{
-		{name: "encrypted for other clusters", data: enc, ids: mine.ids, want: sopsdecrypt.ErrNoKey, says: []string{other.recipient, third.recipient}},
+		{name: "encrypted for other clusters", data: enc, ids: mine.Identities, want: sopsdecrypt.ErrNoKey, says: []string{other.Recipient, third.Recipient}},
 		{name: "no key at all", data: enc, ids: nil, want: sopsdecrypt.ErrNoKey, says: []string{"no age key"}},
-		{name: "second recipient decrypts", data: enc, ids: third.ids},
-		{name: "tampered ciphertext", data: flipped, ids: other.ids, want: sopsdecrypt.ErrMAC, says: []string{"password"}},
-		{name: "tampered clear value", data: tamper("name: db", "name: dc"), ids: other.ids, want: sopsdecrypt.ErrMAC},
-		{name: "tampered mac", data: tamper(macLine, strings.Replace(macLine, "data:", "data:A", 1)), ids: other.ids, want: sopsdecrypt.ErrMAC},
+		{name: "second recipient decrypts", data: enc, ids: third.Identities},
+		{name: "tampered ciphertext", data: flipped, ids: other.Identities, want: sopsdecrypt.ErrMAC, says: []string{"password"}},
+		{name: "tampered clear value", data: tamper("name: db", "name: dc"), ids: other.Identities, want: sopsdecrypt.ErrMAC},
+		{name: "tampered mac", data: tamper(macLine, strings.Replace(macLine, "data:", "data:A", 1)), ids: other.Identities, want: sopsdecrypt.ErrMAC},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			doc, err := sopsdecrypt.Parse(sopsdecrypt.YAML, tc.data)
@@ -276,9 +247,9 @@ func regexpLine(t *testing.T, data []byte, prefix string) string {
 // TestParseRefusesEncryptedIdentity: a manifest encrypted whole cannot be
 // planned by the hub; it fails on both sides with a hint.
 func TestParseRefusesEncryptedIdentity(t *testing.T) {
-	skipWithoutSops(t)
-	k := newKey(t)
-	enc := sopscli.Encrypt(t, "secret.yaml", []byte(secretYAML), sopscli.Options{}, k.recipient)
+	sopscli.Require(t)
+	k := sopscli.NewKey(t)
+	enc := sopscli.Encrypt(t, "secret.yaml", []byte(secretYAML), sopscli.Options{}, k.Recipient)
 	_, err := sopsdecrypt.Parse(sopsdecrypt.YAML, enc)
 	if !errors.Is(err, sopsdecrypt.ErrUnsupported) || !strings.Contains(err.Error(), "encrypted_regex") {
 		t.Fatalf("Parse of a wholly encrypted manifest: %v, want ErrUnsupported with a hint", err)
@@ -306,12 +277,12 @@ func TestParseIgnoresPlainFiles(t *testing.T) {
 }
 
 func TestParseIdentities(t *testing.T) {
-	k := newKey(t)
-	if len(k.ids) != 1 {
-		t.Fatalf("want one identity, got %d", len(k.ids))
+	k := sopscli.NewKey(t)
+	if len(k.Identities) != 1 {
+		t.Fatalf("want one identity, got %d", len(k.Identities))
 	}
-	if err := sopsdecrypt.ParseRecipient(k.recipient); err != nil {
-		t.Errorf("ParseRecipient(%s): %v", k.recipient, err)
+	if err := sopsdecrypt.ParseRecipient(k.Recipient); err != nil {
+		t.Errorf("ParseRecipient(%s): %v", k.Recipient, err)
 	}
 	if ids, err := sopsdecrypt.ParseIdentities([]byte("  \n")); err != nil || ids != nil {
 		t.Errorf("empty key = %v, %v; want none", ids, err)
