@@ -124,6 +124,7 @@ func TestSOPSSecretsDecryptOnlyWhereKeyed(t *testing.T) {
 		if code := r.proc.terminate(2 * time.Minute); code != 0 {
 			t.Errorf("%s: exit code %d after SIGTERM", r.cluster, code)
 		}
+		t.Logf("%s: agent peak RSS %d MiB", r.cluster, r.proc.PeakRSS()>>20)
 		logData, err := os.ReadFile(r.proc.LogPath())
 		if err != nil {
 			t.Fatal(err)
