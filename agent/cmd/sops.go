@@ -36,7 +36,7 @@ func sopsKeyring(c client.Reader, namespace, name string) *sopsdecrypt.Keyring {
 		}
 		ids, err := sopsdecrypt.ParseIdentities(s.Data[sopsAgeKey])
 		if err != nil {
-			return nil, fmt.Errorf("Secret %s/%s key %s: %w", namespace, name, sopsAgeKey, err)
+			return nil, fmt.Errorf("the age key Secret %s/%s, key %s: %w", namespace, name, sopsAgeKey, err)
 		}
 		return ids, nil
 	}}

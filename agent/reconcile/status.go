@@ -129,7 +129,7 @@ func (l *Loop) setClusterConditions(st *status.ClusterStatus, rc *cycleRun, prob
 
 	var stall *metav1.Condition
 	for _, p := range problems {
-		if p.reason == status.ReasonVerificationFailed || p.reason == status.ReasonRenderFailed || p.reason == status.ReasonDecryptionFailed {
+		if p.reason == status.ReasonVerificationFailed || p.reason == status.ReasonRenderFailed {
 			stall = &metav1.Condition{Type: status.ConditionStalled, Status: metav1.ConditionTrue, Reason: p.reason, Message: st.LastError}
 			break
 		}

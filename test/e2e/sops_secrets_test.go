@@ -25,7 +25,8 @@ import (
 // dotenv file behind a secretGenerator. The keyed agent, holding its key in
 // the Secret flotilla-sops-age, applies them decrypted; the other agent,
 // holding a key of its own, reports the unit DecryptionFailed naming the
-// file and still applies its unencrypted unit. Neither agent's log nor
+// file and still applies its unencrypted unit; given the key in its
+// Secret, it applies them at its next cycle. Neither agent's log nor
 // status carries a plaintext, plain or base64.
 func TestSOPSSecretsDecryptOnlyWhereKeyed(t *testing.T) {
 	sopscli.Require(t)
@@ -119,6 +120,21 @@ func TestSOPSSecretsDecryptOnlyWhereKeyed(t *testing.T) {
 		t.Errorf("the other cluster's unencrypted unit was not applied: %v", err)
 	}
 	other.proc.WaitCycle(other.proc.Cycles()+1, 2*time.Minute) // its records of a failing cycle too
+
+	// The cluster is given the key (beside its own, as during a rotation):
+	// the agent reads its Secret at every render, no restart, no commit.
+	var keySecret corev1.Secret
+	if err := c.Client().Get(testCtx(t), client.ObjectKey{Namespace: other.agentNS, Name: "flotilla-sops-age"}, &keySecret); err != nil {
+		t.Fatal(err)
+	}
+	keySecret.Data["age.agekey"] = append(append([]byte{}, otherFile...), keyedFile...)
+	if err := c.Client().Update(testCtx(t), &keySecret); err != nil {
+		t.Fatal(err)
+	}
+	other.proc.waitStatus(2*time.Minute, "the other cluster to apply the Secrets once it holds the key", allUnitsReady)
+	if err := c.Client().Get(testCtx(t), client.ObjectKey{Namespace: other.appNS, Name: "db"}, &db); err != nil || string(db.Data["password"]) != password {
+		t.Errorf("after the key was added, Secret db: %v (password decrypted: %v)", err, string(db.Data["password"]) == password)
+	}
 
 	for _, r := range runs {
 		if code := r.proc.terminate(2 * time.Minute); code != 0 {
