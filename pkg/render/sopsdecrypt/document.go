@@ -135,26 +135,27 @@ func malformed(format string, args ...any) error {
 // order, aliases resolved, scalars decoded by yaml.v3, comments dropped.
 func parseYAML(data []byte) (*Document, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
-	var docs []*yaml.Node
+	var first yaml.Node
+	if err := dec.Decode(&first); err != nil {
+		return nil, nil //nolint:nilerr // not YAML: the caller's parser reports it
+	}
+	// sops writes its metadata into the first document; a file without it
+	// is not a SOPS document, whatever its later documents hold (a Helm
+	// template, say).
+	metaNode := sopsSection(&first)
+	if metaNode == nil {
+		return nil, nil
+	}
+	docs := []*yaml.Node{&first}
 	for {
 		var n yaml.Node
 		if err := dec.Decode(&n); err != nil {
 			if errors.Is(err, io.EOF) {
 				break
 			}
-			if len(docs) == 0 {
-				return nil, nil // not YAML: let the caller's parser report it
-			}
 			return nil, malformed("yaml: %s", firstLine(err.Error()))
 		}
 		docs = append(docs, &n)
-	}
-	if len(docs) == 0 {
-		return nil, nil
-	}
-	metaNode := sopsSection(docs[0])
-	if metaNode == nil {
-		return nil, nil
 	}
 	d := &Document{format: YAML}
 	if err := metaNode.Decode(&d.meta); err != nil {

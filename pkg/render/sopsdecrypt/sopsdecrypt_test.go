@@ -264,6 +264,7 @@ func TestParseIgnoresPlainFiles(t *testing.T) {
 		{sopsdecrypt.YAML, secretYAML},
 		{sopsdecrypt.YAML, "sops: 1\nmac: 2\n"},
 		{sopsdecrypt.YAML, "a: [unclosed\nsops: mac\n"},
+		{sopsdecrypt.YAML, "a: 1\n---\nsops: {mac: x}\n---\n{{ .Values.sops.mac }}: [\n"},
 		{sopsdecrypt.JSON, `{"sops": "mac"}`},
 		{sopsdecrypt.JSON, `not json sops mac`},
 		{sopsdecrypt.Dotenv, secretEnv},
