@@ -472,17 +472,16 @@ func parseDotenv(data []byte) (*Document, error) {
 // RedactedPrefix marker and the sops metadata removed, in the document's
 // format (a binary document becomes its marker): what the hub renders.
 func (d *Document) Redacted() ([]byte, error) {
-	c := d.mapLeaves(func(v any, _ []string) (any, error) {
+	return d.redact().emit()
+}
+
+func (d *Document) redact() *mapped {
+	return d.mapLeaves(func(v any, _ []string) (any, error) {
 		if s, ok := v.(string); ok && isEncrypted(s) {
 			return redactedMarker(s), nil
 		}
 		return v, nil
 	})
-	out, err := c.emit()
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
 }
 
 func redactedMarker(ciphertext string) string {
