@@ -22,7 +22,7 @@
 //     covers exactly the values the rules select, so a value moved in or out
 //     of encryption fails the MAC check. Comments are ignored (sops leaves
 //     them out of the MAC), so files using the comment regexes decrypt
-//     their values but not their encrypted comments.
+//     their values; comments are dropped from the output, never decrypted.
 //   - Only age recipients are used; a file with no age recipient, or with
 //     Shamir key groups, fails with ErrUnsupported.
 //   - INI files are not recognised (krusty has no INI input).
