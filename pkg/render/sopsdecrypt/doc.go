@@ -18,9 +18,12 @@
 // # Decisions
 //
 //   - A value is decrypted when it is an ENC[AES256_GCM,…] string, whatever
-//     the document's unencrypted_suffix/encrypted_regex rules say. The MAC
-//     covers exactly the values the rules select, so a value moved in or out
-//     of encryption fails the MAC check. Comments are ignored (sops leaves
+//     the document's unencrypted_suffix/encrypted_regex rules say. That is
+//     safe because the MAC (itself encrypted with the data key) covers the
+//     plaintext of every value in order, or of every encrypted one with
+//     mac_only_encrypted: no value can be changed, added or dropped without
+//     the data key; at most an encrypted value can be replaced by its own
+//     plaintext, which changes nothing. Comments are ignored (sops leaves
 //     them out of the MAC), so files using the comment regexes decrypt
 //     their values; comments are dropped from the output, never decrypted.
 //   - Only age recipients are used; a file with no age recipient, or with
