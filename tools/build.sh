@@ -16,7 +16,7 @@ set -euo pipefail
 readonly RECIPE_VERSION=1
 # The groups `tools/build.sh BIN` builds: what the tests run. staticcheck
 # (for `make lint`) is built only when named.
-readonly ALL_GROUPS=(etcd kube kwok volcano)
+readonly ALL_GROUPS=(etcd kube kwok sops volcano)
 
 TOOLS_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 readonly TOOLS_DIR
@@ -54,6 +54,7 @@ outputs_kube() { echo kube-apiserver kube-controller-manager kube-scheduler; }
 outputs_kwok() { echo kwok kwok-stages; }
 outputs_volcano() { echo vc-scheduler vc-controller-manager volcano; }
 outputs_staticcheck() { echo staticcheck; }
+outputs_sops() { echo sops; }
 
 # module_version MODDIR MODULE prints the version of MODULE that MODDIR's go.mod selects.
 module_version() {
@@ -132,6 +133,14 @@ build_kwok() {
 		done
 	done
 	chmod -R u+w "$2/kwok-stages"
+}
+
+build_sops() {
+	local version
+	version="$(module_version "$1" github.com/getsops/sops/v3)"
+	go_build "$1" "$2/sops" "" github.com/getsops/sops/v3/cmd/sops
+	# No version check: it would ask GitHub for the latest release.
+	expect_output sops "^sops ${version#v}" "$2/sops" --version --disable-version-check
 }
 
 build_staticcheck() {

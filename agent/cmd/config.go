@@ -63,6 +63,7 @@ type options struct {
 	leaderElect   bool
 	leaseName     string
 	stateName     string
+	sopsAgeSecret string
 	leaseDuration time.Duration
 	renewDeadline time.Duration
 	retryPeriod   time.Duration
@@ -122,6 +123,7 @@ func (o *options) bindFlags(f *pflag.FlagSet) {
 	f.DurationVar(&o.renewDeadline, "leader-election-renew-deadline", 10*time.Second, "how long the leader keeps trying to renew before it gives up (and exits)")
 	f.DurationVar(&o.retryPeriod, "leader-election-retry-period", 2*time.Second, "how often candidates try to acquire or renew the lease")
 	f.StringVar(&o.identity, "identity", "", "this replica's identity in the Lease and in status (default: $POD_NAME, else hostname with a random suffix)")
+	f.StringVar(&o.sopsAgeSecret, "sops-age-secret", defaultSopsAgeSecret, "name of the Secret in --namespace whose key "+sopsAgeKey+" holds this cluster's age identity, used to decrypt SOPS-encrypted files; without it, units reading encrypted files fail with DecryptionFailed (\"\": never decrypt)")
 	f.StringVar(&o.stateName, "state-configmap", state.DefaultName, "name of the ConfigMap in --namespace holding the agent's trust state, shared by its replicas: the last accepted revision and strict verification's anchor")
 
 	f.StringVar(&o.metricsAddr, "metrics-addr", ":8080", "address of the Prometheus /metrics endpoint (\"0\" disables it)")

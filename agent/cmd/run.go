@@ -169,9 +169,12 @@ func run(ctx context.Context, o *options, stderr io.Writer) error {
 		Metrics: m, Logger: log,
 		Interval: o.interval, PollInterval: o.pollInterval, Workers: o.workers,
 		PruneHoldFraction: o.pruneHoldFraction,
-		Render:            render.Options{Limits: render.Limits{Timeout: o.renderTimeout, MaxHelmMemory: helmMemory}},
-		ShutdownGrace:     o.shutdownGrace,
-		Identity:          o.identity, AgentVersion: version.Version,
+		Render: render.Options{
+			Limits:    render.Limits{Timeout: o.renderTimeout, MaxHelmMemory: helmMemory},
+			Decryptor: sopsKeyring(kube.Client, o.namespace, o.sopsAgeSecret),
+		},
+		ShutdownGrace: o.shutdownGrace,
+		Identity:      o.identity, AgentVersion: version.Version,
 		Secrets: append(secrets(auth, o.repoURL), statusSecrets(o)...),
 	})
 	if err != nil {

@@ -166,8 +166,14 @@ func (l *Loop) reconcileUnit(ctx context.Context, rc *cycleRun, u slice.Unit, st
 	out, err := render.Unit(ctx, rev.Dir, u, rc.renderOpts)
 	if err != nil {
 		l.restoreDrift(ctx, rc, u, st, chk)
+		// A missing age key can be fixed in the cluster (its Secret is read
+		// at every render), so a decryption failure is not stalled.
+		reason, stalled := status.ReasonRenderFailed, true
+		if errors.Is(err, render.ErrDecrypt) {
+			reason, stalled = status.ReasonDecryptionFailed, false
+		}
 		return outcome{
-			reason: status.ReasonRenderFailed, err: err, stalled: true, count: countFailed,
+			reason: reason, err: err, stalled: stalled, count: countFailed,
 			log: "render failed; the unit keeps its last applied state", logAttrs: []any{"revision", rev.Revision},
 		}
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/flotilla-gitops/flotilla/pkg/bootstrap"
 	"github.com/flotilla-gitops/flotilla/pkg/gitrepo"
+	"github.com/flotilla-gitops/flotilla/pkg/render/sopsdecrypt"
 )
 
 // Output forms of bootstrap.
@@ -34,6 +35,7 @@ type bootstrapOptions struct {
 	output            string
 	outputDir         string
 	force             bool
+	sopsAgeKey        string
 }
 
 func newBootstrapCommand() *cobra.Command {
@@ -67,6 +69,16 @@ Output (-o):
                  overlay (kustomization.yaml, agent-config.yaml), to commit and
                  adapt; kubectl apply --server-side -k DIR
 
+--sops-age-key generate makes the cluster its own age key for SOPS-encrypted
+files: the public recipient goes into clusters/CLUSTER.yaml as
+spec.sops.ageRecipient (list it for .sops.yaml with flotilla secrets
+recipients), the private identity only into the install manifests, as the
+Secret ` + bootstrap.SOPSAgeSecret + ` (key ` + bootstrap.SOPSAgeSecretKey + `) the agent decrypts with. Those
+manifests then hold a private key: apply them, never commit them.
+--sops-age-key FILE uses an existing age identity file instead. With
+--force on a registered cluster this replaces its key (see "Secrets" in
+docs/fleet-repo.md for the rotation procedure).
+
 Then: commit clusters/CLUSTER.yaml, run flotilla render, commit rendered/,
 create the credentials Secret in the cluster and apply the manifests.`,
 		Example: `  # Register member3 and install its agent straight away
@@ -83,7 +95,11 @@ create the credentials Secret in the cluster and apply the manifests.`,
     --credentials-secret fleet-deploy-key -o kustomize-dir --output-dir ./install/edge-7
 
   # Re-label an existing cluster and print its install again
-  flotilla bootstrap member1 --label tier=gold --force`,
+  flotilla bootstrap member1 --label tier=gold --force
+
+  # Give member3 its own age key for SOPS-encrypted Secrets (the manifests hold it: do not commit them)
+  flotilla bootstrap member3 --label env=production --sops-age-key generate \
+    --repo-url https://git.example.com/platform/fleet.git > member3-agent.yaml`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			return runBootstrap(c, args[0], o)
@@ -101,6 +117,7 @@ create the credentials Secret in the cluster and apply the manifests.`,
 	f.StringVarP(&o.output, "output", "o", bootstrapOutputYAML, "output: yaml or kustomize-dir")
 	f.StringVar(&o.outputDir, "output-dir", "", "write the manifests here instead of stdout (required for kustomize-dir)")
 	f.BoolVar(&o.force, "force", false, "update an already registered cluster; write into a non-empty --output-dir")
+	f.StringVar(&o.sopsAgeKey, "sops-age-key", "", "give the cluster an age key for SOPS files: \"generate\", or an age identity file; its recipient goes into the Cluster file, the private key into the install manifests only")
 	return c
 }
 
@@ -124,9 +141,14 @@ func runBootstrap(c *cobra.Command, cluster string, o *bootstrapOptions) error {
 		}
 		repoURL = bootstrap.RepoURLFromRemote(remote)
 	}
+	ageKey, recipient, err := bootstrapAgeKey(o.sopsAgeKey)
+	if err != nil {
+		return err
+	}
 	install := bootstrap.InstallOptions{
 		Cluster: cluster, RepoURL: repoURL, Branch: o.branch, Interval: o.interval,
 		Namespace: o.namespace, CredentialsSecret: o.credentialsSecret, Image: o.image,
+		SOPSAgeKey: ageKey,
 	}
 	// Check the install before touching the repo: a bad flag must not leave
 	// a registered cluster behind.
@@ -139,7 +161,7 @@ func runBootstrap(c *cobra.Command, cluster string, o *bootstrapOptions) error {
 		}
 	}
 
-	reg, err := bootstrap.Register(ctx, o.repo, bootstrap.Cluster{Name: cluster, Labels: labels}, bootstrap.RegisterOptions{Force: o.force})
+	reg, err := bootstrap.Register(ctx, o.repo, bootstrap.Cluster{Name: cluster, Labels: labels, AgeRecipient: recipient}, bootstrap.RegisterOptions{Force: o.force})
 	if err != nil {
 		return err
 	}
@@ -223,6 +245,30 @@ func printBootstrapNextSteps(w io.Writer, o *bootstrapOptions, in bootstrap.Inst
 	}
 	fmt.Fprintf(w, "  2. in the cluster, put the Git credentials into the Secret %s/%s\n", in.Namespace, secret)
 	fmt.Fprintf(w, "  3. %s\n", apply)
+	if len(in.SOPSAgeKey) > 0 {
+		fmt.Fprintf(w, "The manifests hold the cluster's private age key (Secret %s/%s): do not commit them.\n", in.Namespace, bootstrap.SOPSAgeSecret)
+		fmt.Fprintf(w, "Encrypt its Secrets for the recipients flotilla secrets recipients --repo %s prints.\n", o.repo)
+	}
+}
+
+// bootstrapAgeKey reads --sops-age-key: "" (no key), "generate" or an age
+// identity file. It returns the identity file content and its recipient.
+func bootstrapAgeKey(flag string) ([]byte, string, error) {
+	switch flag {
+	case "":
+		return nil, "", nil
+	case "generate":
+		return sopsdecrypt.GenerateKey()
+	}
+	data, err := os.ReadFile(flag)
+	if err != nil {
+		return nil, "", fmt.Errorf("%w: --sops-age-key: %w", bootstrap.ErrInvalidOption, err)
+	}
+	recipient, err := sopsdecrypt.RecipientOf(data)
+	if err != nil {
+		return nil, "", fmt.Errorf("%w: --sops-age-key %s: %w", bootstrap.ErrInvalidOption, flag, err)
+	}
+	return data, recipient, nil
 }
 
 // parseLabels reads --label key=value flags (also comma-separated).

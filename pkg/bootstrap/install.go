@@ -20,6 +20,7 @@ import (
 
 	"github.com/flotilla-gitops/flotilla"
 	"github.com/flotilla-gitops/flotilla/pkg/render"
+	"github.com/flotilla-gitops/flotilla/pkg/render/sopsdecrypt"
 	"github.com/flotilla-gitops/flotilla/pkg/slice"
 	"github.com/flotilla-gitops/flotilla/pkg/status"
 	"github.com/flotilla-gitops/flotilla/pkg/version"
@@ -30,6 +31,10 @@ const (
 	DefaultBranch            = "main"
 	DefaultNamespace         = "flotilla-system"
 	DefaultCredentialsSecret = "flotilla-git-credentials"
+	// SOPSAgeSecret and SOPSAgeSecretKey hold the cluster's age identity
+	// (the agent's --sops-age-secret default; the key Flux uses).
+	SOPSAgeSecret    = "flotilla-sops-age"
+	SOPSAgeSecretKey = "age.agekey"
 	// ImageRepository is the agent image's name in manifests/base.
 	ImageRepository = "ghcr.io/flotilla-gitops/flotilla-agent"
 	// ManifestsImageTag is the tag manifests/base and the chart's
@@ -84,6 +89,11 @@ type InstallOptions struct {
 	CredentialsSecret string
 	// Image of the agent; DefaultImage() when empty.
 	Image string
+	// SOPSAgeKey is the cluster's private age identity (age-keygen's file
+	// format). When set, the install includes it as the Secret
+	// SOPSAgeSecret, from which the agent decrypts SOPS-encrypted files;
+	// the manifests then hold a private key and must not be committed.
+	SOPSAgeKey []byte
 	// Base replaces the embedded manifests/base (tests).
 	Base fs.FS
 }
@@ -131,6 +141,11 @@ func (o InstallOptions) withDefaults() (InstallOptions, error) {
 	}
 	if _, err := parseImage(o.Image); err != nil {
 		bad("image %q: %v", o.Image, err)
+	}
+	if len(o.SOPSAgeKey) > 0 {
+		if ids, err := sopsdecrypt.ParseIdentities(o.SOPSAgeKey); err != nil || len(ids) == 0 {
+			bad("SOPS age key: not an age identity file")
+		}
 	}
 	if len(problems) > 0 {
 		return o, fmt.Errorf("%w: %s", ErrInvalidOption, strings.Join(problems, "; "))
@@ -455,6 +470,21 @@ func (o InstallOptions) overlay() (map[string][]byte, error) {
 			patch{Path: "git-credentials.yaml", Target: &target{Kind: "DaemonSet", Name: "flotilla-agent"}},
 			patch{Patch: "$patch: delete\napiVersion: v1\nkind: Secret\nmetadata:\n  name: " + DefaultCredentialsSecret + "\n"},
 		)
+	}
+	if len(o.SOPSAgeKey) > 0 {
+		secret := map[string]any{
+			"apiVersion": "v1",
+			"kind":       "Secret",
+			"metadata":   map[string]any{"name": SOPSAgeSecret},
+			"type":       "Opaque",
+			"stringData": map[string]string{SOPSAgeSecretKey: string(o.SOPSAgeKey)},
+		}
+		if files["sops-age.yaml"], err = marshalWithHeader(secret,
+			"The cluster's private age key: its agent decrypts the SOPS files encrypted\n"+
+				"for its recipient (spec.sops.ageRecipient). Apply it; never commit it."); err != nil {
+			return nil, err
+		}
+		k.Resources = append(k.Resources, "sops-age.yaml")
 	}
 	kdata, err := marshalWithHeader(k, "")
 	if err != nil {

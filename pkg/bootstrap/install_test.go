@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/flotilla-gitops/flotilla/pkg/render"
+	"github.com/flotilla-gitops/flotilla/pkg/render/sopsdecrypt"
 	"github.com/flotilla-gitops/flotilla/pkg/slice"
 	"github.com/flotilla-gitops/flotilla/test/golden"
 )
@@ -53,6 +54,11 @@ func TestInstallOptionsValidation(t *testing.T) {
 		{"image without tag", func(o *InstallOptions) { o.Image = "registry.local:5000/agent" }, false},
 		{"image empty tag", func(o *InstallOptions) { o.Image = "agent:" }, false},
 		{"image with space", func(o *InstallOptions) { o.Image = "agent :v1" }, false},
+		{"sops age key", func(o *InstallOptions) {
+			o.SOPSAgeKey, _, _ = sopsdecrypt.GenerateKey()
+		}, true},
+		// Not quoted back: it might be a real key with a typo.
+		{"bad sops age key", func(o *InstallOptions) { o.SOPSAgeKey = []byte("AGE-SECRET-KEY-1s3cret") }, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -22,13 +22,16 @@ import (
 type Cluster struct {
 	Name   string
 	Labels map[string]string
+	// AgeRecipient, when set, is written as spec.sops.ageRecipient (the
+	// public half of the cluster's SOPS key).
+	AgeRecipient string
 }
 
 // RegisterOptions configure Register.
 type RegisterOptions struct {
-	// Force updates an already registered cluster: the given labels are
-	// set in its file, everything else in it (other labels, spec,
-	// comments) is kept.
+	// Force updates an already registered cluster: the given labels (and
+	// age recipient) are set in its file, everything else in it (other
+	// labels, spec, comments) is kept.
 	Force bool
 }
 
@@ -69,7 +72,7 @@ func Register(ctx context.Context, repoDir string, c Cluster, opts RegisterOptio
 		if !opts.Force {
 			return RegisterResult{}, fmt.Errorf("%s: %w in %s (use --force to update its labels)", c.Name, ErrClusterExists, rel)
 		}
-		content, err = setLabels(old, c.Labels)
+		content, err = updateCluster(old, c)
 		if err != nil {
 			return RegisterResult{}, fmt.Errorf("update %s: %w", rel, err)
 		}
@@ -161,6 +164,9 @@ func newClusterDocument(c Cluster) ([]byte, error) {
 	setScalar(root, "apiVersion", fleet.APIVersion)
 	setScalar(root, "kind", fleet.KindCluster)
 	root.Content = append(root.Content, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: "metadata"}, meta)
+	if c.AgeRecipient != "" {
+		setScalar(mappingChild(mappingChild(root, "spec"), "sops"), "ageRecipient", c.AgeRecipient)
+	}
 	root.HeadComment = "Registered by `flotilla bootstrap`. Labels select the cluster into fleets\n" +
 		"and syncPolicies; an optional spec gives hints (kubernetesVersion, capacity,\n" +
 		"statusKeys)."
@@ -189,9 +195,10 @@ func sortedKeys(m map[string]string) []string {
 	return keys
 }
 
-// setLabels sets labels in a cluster document, keeping everything else
-// (comments included) as it was.
-func setLabels(data []byte, labels map[string]string) ([]byte, error) {
+// updateCluster sets c's labels (and age recipient, when set) in a cluster
+// document, keeping everything else (comments included) as it was.
+func updateCluster(data []byte, c Cluster) ([]byte, error) {
+	labels := c.Labels
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
 		return nil, fmt.Errorf("not valid YAML (fix or delete the file): %w", err)
@@ -199,13 +206,18 @@ func setLabels(data []byte, labels map[string]string) ([]byte, error) {
 	if doc.Kind != yaml.DocumentNode || len(doc.Content) != 1 || doc.Content[0].Kind != yaml.MappingNode {
 		return nil, errors.New("not a YAML mapping (fix or delete the file)")
 	}
-	if len(labels) == 0 {
+	if len(labels) == 0 && c.AgeRecipient == "" {
 		return data, nil
 	}
-	meta := mappingChild(doc.Content[0], "metadata")
-	ls := mappingChild(meta, "labels")
-	for _, k := range sortedKeys(labels) {
-		setScalar(ls, k, labels[k])
+	if len(labels) > 0 {
+		meta := mappingChild(doc.Content[0], "metadata")
+		ls := mappingChild(meta, "labels")
+		for _, k := range sortedKeys(labels) {
+			setScalar(ls, k, labels[k])
+		}
+	}
+	if c.AgeRecipient != "" {
+		setScalar(mappingChild(mappingChild(doc.Content[0], "spec"), "sops"), "ageRecipient", c.AgeRecipient)
 	}
 	return encodeYAML(&doc)
 }

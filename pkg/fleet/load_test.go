@@ -118,6 +118,13 @@ func TestLoadErrors(t *testing.T) {
 			class:   ErrUnknownField,
 		},
 		{
+			name:    "invalid age recipient",
+			changes: map[string]string{"clusters/member1.yaml": "apiVersion: flotilla.dev/v1alpha1\nkind: Cluster\nmetadata:\n  name: member1\nspec:\n  sops:\n    ageRecipient: AGE-SECRET-KEY-1QQQ\n"},
+			want:    "clusters/member1.yaml:7: spec.sops.ageRecipient",
+			class:   ErrInvalidValue,
+			detail:  "not an age recipient",
+		},
+		{
 			name:    "invalid name",
 			changes: map[string]string{"clusters/Member_3.yaml": "apiVersion: flotilla.dev/v1alpha1\nkind: Cluster\nmetadata:\n  name: Member_3\n"},
 			want:    "clusters/Member_3.yaml:4: metadata.name",

@@ -64,6 +64,17 @@ type ClusterSpec struct {
 	// agent that pruning them all is intended; `flotilla cluster
 	// decommission` sets it. Without it an agent holds such a prune.
 	Decommission bool `json:"decommission,omitempty"`
+	// SOPS says how SOPS-encrypted files reach this cluster.
+	SOPS *ClusterSOPS `json:"sops,omitempty"`
+}
+
+// ClusterSOPS is the public half of the cluster's SOPS key.
+type ClusterSOPS struct {
+	// AgeRecipient (age1…) is the public key of the age identity the
+	// cluster's agent holds in its Secret: files encrypted for it decrypt
+	// on this cluster. `flotilla bootstrap --sops-age-key generate` sets it;
+	// `flotilla secrets recipients` lists it for .sops.yaml.
+	AgeRecipient string `json:"ageRecipient,omitempty"`
 }
 
 // Fleet is a group of clusters: fleets/<name>.yaml.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"filippo.io/age"
 	"github.com/Masterminds/semver/v3"
 	"k8s.io/apimachinery/pkg/util/validation"
 )
@@ -26,6 +27,15 @@ func (v *validator) cluster(c *Cluster) {
 	for i, k := range c.Spec.StatusKeys {
 		if strings.TrimSpace(k) == "" {
 			d.errorf(indexPath("spec.statusKeys", i), ErrInvalidValue, "empty key")
+		}
+	}
+	if s := c.Spec.SOPS; s != nil {
+		switch _, err := age.ParseX25519Recipient(s.AgeRecipient); {
+		case strings.HasPrefix(strings.TrimSpace(s.AgeRecipient), "AGE-SECRET-KEY-"):
+			// Never echo it: remove it from the file and the history, and rotate it.
+			d.errorf("spec.sops.ageRecipient", ErrInvalidValue, "this is a private age key, not an age recipient: remove it from Git and rotate the key")
+		case err != nil:
+			d.errorf("spec.sops.ageRecipient", ErrInvalidValue, "not an age recipient (age1…, as age-keygen -y prints it)")
 		}
 	}
 }

@@ -3,6 +3,7 @@ package plan_test
 import (
 	"context"
 	"errors"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 	"github.com/flotilla-gitops/flotilla/pkg/compile"
 	"github.com/flotilla-gitops/flotilla/pkg/fleet"
 	"github.com/flotilla-gitops/flotilla/pkg/plan"
+	"github.com/flotilla-gitops/flotilla/test/sopscli"
 )
 
 // A small fleet: c1 and c2 in fleet "a", c3 in fleet "b"; "web" (plain
@@ -386,4 +388,66 @@ func TestEmptyRenderAndAllowEmpty(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestSOPSSecretInPlan: the hub has no key. A Secret SOPS-encrypted in an
+// application's sources renders redacted; re-encrypting it with a new
+// value shows in the plan as a changed Secret whose values are ciphertext
+// markers, in every output format, and never as a plaintext.
+func TestSOPSSecretInPlan(t *testing.T) {
+	sopscli.Require(t)
+	recipient := sopscli.NewKey(t).Recipient
+	const before, after = "old-plaintext-Jq7Xc2", "new-plaintext-Pw9Lm4"
+	encrypt := func(v string) string {
+		return string(sopscli.Encrypt(t, "db.enc.yaml", []byte("apiVersion: v1\nkind: Secret\nmetadata:\n  name: db\nstringData:\n  password: "+v+"\n"),
+			sopscli.Options{EncryptedRegex: "^(data|stringData)$"}, recipient))
+	}
+	files := maps.Clone(smallFleet)
+	files["apps/web/manifests/db.enc.yaml"] = encrypt(before)
+	r := newTestRepo(t, files)
+	r.write(map[string]string{"apps/web/manifests/db.enc.yaml": encrypt(after)})
+	r.render()
+
+	p := r.plan(plan.Options{MaskKey: []byte("k")})
+	var db *plan.ObjectPlan
+	for _, c := range p.Clusters {
+		for _, u := range c.Units {
+			for i, o := range u.Objects {
+				if u.Name == "web" && o.Kind == "Secret" && o.Name == "db" && c.Name == "c1" {
+					db = &u.Objects[i]
+				}
+			}
+		}
+	}
+	if db == nil || db.Change != plan.Changed {
+		t.Fatalf("Secret db is not in the plan as changed: %+v", db)
+	}
+	if !strings.Contains(db.Diff, "-  password: <sops-encrypted:sha256:") || !strings.Contains(db.Diff, "+  password: <sops-encrypted:sha256:") {
+		t.Errorf("the diff does not show the encrypted value as changed:\n%s", db.Diff)
+	}
+	var out strings.Builder
+	for _, format := range []string{"text", "markdown", "json"} {
+		if err := plan.Write(&out, p, format, plan.FormatOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, s := range []string{before, after, "ENC[AES256_GCM"} {
+		if strings.Contains(out.String(), s) {
+			t.Errorf("the plan output contains %q", s)
+		}
+	}
+	// rendered/ holds the file as it is in the sources: ciphertext.
+	err := filepath.WalkDir(filepath.Join(r.dir, "rendered"), func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		data, err := os.ReadFile(p)
+		if strings.Contains(string(data), before) || strings.Contains(string(data), after) {
+			t.Errorf("%s holds a plaintext", p)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }

@@ -32,7 +32,11 @@
 // stringData values are replaced by "<masked: sha256:…>", an HMAC under a
 // key chosen per run (Options.MaskKey fixes it): a changed value shows as
 // changed, equal values as equal, and no output — JSON included — carries
-// the value or a hash that could be brute-forced offline.
+// the value or a hash that could be brute-forced offline. A value that is
+// SOPS-encrypted in Git renders without its key as
+// "<sops-encrypted:sha256:…>", a digest of its ciphertext (see
+// render.Options.Decryptor): it shows as encrypted, and as changed when
+// its ciphertext changed, never with its value.
 //
 // Notes say in words what moved between clusters: replica divisions
 // ("nginx: member1 3→2 replicas, member2 1→2") and Volcano job placements

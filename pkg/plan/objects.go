@@ -4,11 +4,15 @@ import (
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"sort"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
+
+	"github.com/flotilla-gitops/flotilla/pkg/render/sopsdecrypt"
 )
 
 // Generated noise dropped before diffing: fields the API server writes,
@@ -38,6 +42,24 @@ func (m *masker) marker(value string) string {
 	h := hmac.New(sha256.New, m.key)
 	h.Write([]byte(value))
 	return "<masked: sha256:" + hex.EncodeToString(h.Sum(nil))[:12] + ">"
+}
+
+// secretValue is how a Secret value shows in a plan: a value that was
+// SOPS-encrypted in Git (the hub renders it as sopsdecrypt's marker of its
+// ciphertext, in data base64-encoded when a secretGenerator made it) shows
+// as that marker, so the reader sees it is encrypted and whether its
+// ciphertext changed; any other value is masked.
+func (m *masker) secretValue(field, v string) string {
+	s := v
+	if field == "data" {
+		if b, err := base64.StdEncoding.DecodeString(v); err == nil {
+			s = string(b)
+		}
+	}
+	if strings.HasPrefix(s, sopsdecrypt.RedactedPrefix) && len(s) == len(sopsdecrypt.RedactedPrefix)+16 {
+		return "<" + s + ">"
+	}
+	return m.marker(v)
 }
 
 // isSecret reports whether o is a core Secret.
@@ -81,7 +103,7 @@ func (m *masker) normalize(o *unstructured.Unstructured) *unstructured.Unstructu
 				if !ok {
 					s = toYAML(v)
 				}
-				vals[k] = m.marker(s)
+				vals[k] = m.secretValue(field, s)
 			}
 		}
 	}

@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"encoding/base64"
 	"strings"
 	"testing"
 	"time"
@@ -193,5 +194,38 @@ func testUnit(name string) slice.Unit {
 		Name: name, Kind: slice.UnitKustomize, Path: slice.UnitDir("c", name),
 		Prune: true, Wait: true, Timeout: metav1.Duration{Duration: time.Minute},
 		Hash: "sha256:" + strings.Repeat("0", 64),
+	}
+}
+
+// TestNormalizeShowsSOPSMarkers: a value the hub rendered from a
+// SOPS-encrypted file shows as its ciphertext marker (plain or, from a
+// secretGenerator, base64-encoded); other values stay masked.
+func TestNormalizeShowsSOPSMarkers(t *testing.T) {
+	marker := "sops-encrypted:sha256:0123456789abcdef"
+	in := obj(t, `
+apiVersion: v1
+kind: Secret
+metadata: {name: db}
+stringData:
+  password: `+marker+`
+  plain: hunter2
+data:
+  token: `+base64.StdEncoding.EncodeToString([]byte(marker))+`
+  other: aHVudGVyMg==
+`)
+	got := newMasker([]byte("k")).normalize(in)
+	for _, tc := range []struct{ field, key, want string }{
+		{"stringData", "password", "<" + marker + ">"},
+		{"data", "token", "<" + marker + ">"},
+	} {
+		if v, _, _ := unstructured.NestedString(got.Object, tc.field, tc.key); v != tc.want {
+			t.Errorf("%s.%s = %q, want %q", tc.field, tc.key, v, tc.want)
+		}
+	}
+	for _, k := range []string{"stringData.plain", "data.other"} {
+		f, key, _ := strings.Cut(k, ".")
+		if v, _, _ := unstructured.NestedString(got.Object, f, key); !strings.HasPrefix(v, "<masked: ") {
+			t.Errorf("%s = %q, want masked", k, v)
+		}
 	}
 }

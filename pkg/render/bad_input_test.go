@@ -470,6 +470,10 @@ func TestSanitize(t *testing.T) {
 			"doc is missing path: /spec/template/spec/containers/0/resources/limits/memory: missing value"},
 		{"key aGVsbG8vd29ybGQvdGhpcy9pcy9ub3QvYS9wYXRo/aGVsbG8/d29ybGQ leaked", "key … leaked"},
 		{"key QUJDREVGR0hJSktMTU5PUFFSU1RVVldYWVo/YWJj/ZGVm leaked", "key … leaked"},
+		// An age recipient is a public key: a decryption error names it.
+		{"encrypted for age1jse6xnf8jpun5u7pm3l77ms0dz0mhdksf3nthp4n85mg68mxlfks6jy8pc, none is ours",
+			"encrypted for age1jse6xnf8jpun5u7pm3l77ms0dz0mhdksf3nthp4n85mg68mxlfks6jy8pc, none is ours"},
+		{"age1QUJDREVGR0hJSktMTU5PUFFSU1RVVldYWVo0YWJjZGVm leaked", "… leaked"},
 	}
 	for _, tc := range tests {
 		if got := sanitize(tc.in); got != tc.want {

@@ -23,6 +23,20 @@
 // kustomize sources. Without a kustomization.yaml, one listing the output
 // and setting Namespace is generated.
 //
+// # SOPS-encrypted files
+//
+// Every file read from the repository that is a SOPS document (its sops
+// metadata, in the format its extension names: YAML, JSON, dotenv, else
+// sops' binary form) is replaced before krusty or Helm see it: by its
+// plaintext when Options.Decryptor is set (the agent, with its cluster's
+// age key; see pkg/render/sopsdecrypt), else by its redacted form, each
+// encrypted value a sopsdecrypt.RedactedPrefix marker of its ciphertext
+// (the hub, which has no key). So encrypted manifests, secretGenerator
+// .env and binary inputs and Helm values work alike, and kustomize's
+// transformers run on plaintext. A file that does not decrypt fails the
+// unit with ErrDecrypt naming it; Result.Encrypted lists the SOPS files
+// read. Plaintext stays in memory for the render only.
+//
 // # Output
 //
 // Result.Objects are sorted in apply order (kinds others depend on first,

@@ -38,6 +38,10 @@ var (
 	ErrChartDigest = errors.New("chart digest mismatch")
 	// ErrChartRepo: the chart repository could not be read.
 	ErrChartRepo = errors.New("chart repository error")
+	// ErrDecrypt: a SOPS document could not be decrypted (no matching age
+	// key, a MAC mismatch, an unsupported or malformed document). The
+	// error names the file and never its contents.
+	ErrDecrypt = errors.New("sops decryption failed")
 )
 
 // Error is what Unit and chartvendor.VendorCharts return: the unit (empty from
@@ -179,7 +183,7 @@ func sanitize(msg string) string {
 	msg = base64Re.ReplaceAllStringFunc(msg, func(m string) string {
 		// Digests and commit ids are not secrets, and the path of a failing
 		// JSON patch operation is what the reader needs to fix it.
-		if isHex(m) || isPath(m) {
+		if isHex(m) || isPath(m) || isAgeRecipient(m) {
 			return m
 		}
 		return "…"
@@ -193,7 +197,7 @@ func sanitize(msg string) string {
 var classes = []error{
 	ErrPathEscape, ErrSymlinkEscape, ErrTooLarge, ErrTimeout, ErrYAMLBomb,
 	ErrInvalidObject, ErrRemoteBase, ErrPluginsDisabled, ErrKustomize, ErrHelm,
-	ErrChartNotFound, ErrChartDigest, ErrChartRepo,
+	ErrChartNotFound, ErrChartDigest, ErrChartRepo, ErrDecrypt,
 }
 
 // ensureClass gives an unclassified error (an OS error on the way, say)
@@ -250,6 +254,22 @@ func isPath(s string) bool {
 	}
 	for _, seg := range strings.Split(strings.TrimPrefix(s, "/"), "/") {
 		if !pathSegmentRe.MatchString(seg) {
+			return false
+		}
+	}
+	return true
+}
+
+// isAgeRecipient reports whether a run is an age public key (age1 and
+// bech32 characters): recipients are public, and naming them is how a
+// decryption error says which cluster a file is encrypted for.
+func isAgeRecipient(s string) bool {
+	rest, ok := strings.CutPrefix(s, "age1")
+	if !ok {
+		return false
+	}
+	for _, c := range rest {
+		if !strings.ContainsRune("qpzry9x8gf2tvdw0s3jn54khce6mua7l", c) {
 			return false
 		}
 	}

@@ -48,9 +48,14 @@ type confinedFS struct {
 	maxFile int64
 	overlay map[string][]byte // slash-separated repo-relative path → content
 
+	// decryptor decrypts SOPS documents; nil redacts them (sops.go).
+	decryptor Decryptor
+
 	mu        sync.Mutex
 	resolved  map[string]string
 	violation error
+	sopsDone  map[string][]byte // SOPS file → what reads of it return
+	sopsFiles []string
 }
 
 var _ filesys.FileSystem = (*confinedFS)(nil)
@@ -77,6 +82,7 @@ func openConfined(ctx context.Context, repoRoot string, maxFile int64) (*confine
 		maxFile:  maxFile,
 		overlay:  map[string][]byte{},
 		resolved: map[string]string{},
+		sopsDone: map[string][]byte{},
 	}, nil
 }
 
@@ -205,7 +211,7 @@ func relPathError(err error, rel string) error {
 // isViolation says whether err is one the render must fail with even if
 // krusty recovered from it.
 func isViolation(err error) bool {
-	for _, c := range []error{ErrPathEscape, ErrSymlinkEscape, ErrTooLarge, ErrYAMLBomb, ErrTimeout} {
+	for _, c := range []error{ErrPathEscape, ErrSymlinkEscape, ErrTooLarge, ErrYAMLBomb, ErrTimeout, ErrDecrypt} {
 		if errors.Is(err, c) {
 			return true
 		}
@@ -288,7 +294,7 @@ func (f *confinedFS) readRel(rel string) ([]byte, error) {
 	if err := ScanYAML(data); err != nil {
 		return nil, f.note(&fileError{file: rel, err: err})
 	}
-	return data, nil
+	return f.sopsContent(rel, data)
 }
 
 // statRel resolves rel and stats it; overlay files report as regular files.

@@ -20,6 +20,12 @@ type Options struct {
 	// burning a CPU (and its memory) after Unit has returned ErrTimeout; use
 	// it only for trusted charts, tests and benchmarks.
 	HelmInProcess bool
+	// Decryptor decrypts SOPS-encrypted files (manifests, and secretGenerator
+	// inputs such as .env files) as they are read. Only the agent sets it;
+	// without one (the hub), each SOPS document renders redacted: same
+	// keys, every encrypted value replaced by a sopsdecrypt.RedactedPrefix
+	// marker of its ciphertext, the sops metadata removed.
+	Decryptor Decryptor
 }
 
 // Capabilities are what Helm templates see as .Capabilities. Empty fields

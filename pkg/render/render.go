@@ -32,6 +32,9 @@ type Result struct {
 	// Size is the total size of Objects and Hooks as JSON (krusty's
 	// encoding), the figure Limits.MaxTotalSize bounds.
 	Size int64
+	// Encrypted are the SOPS documents the unit read (repo-relative,
+	// sorted): decrypted with Options.Decryptor, else redacted.
+	Encrypted []string
 }
 
 // YAML encodes the objects, then the hooks, as one multi-document YAML
@@ -91,6 +94,7 @@ func renderUnit(ctx context.Context, repoRoot string, u slice.Unit, opts Options
 		return nil, err
 	}
 	defer f.Close()
+	f.decryptor = opts.Decryptor
 
 	if _, fi, err := f.statRel(unitDir); err != nil || !fi.IsDir() {
 		if err != nil && isViolation(err) {
@@ -123,7 +127,7 @@ func renderUnit(ctx context.Context, repoRoot string, u slice.Unit, opts Options
 		}
 		return nil, err
 	}
-	res := &Result{Objects: objs, Size: size}
+	res := &Result{Objects: objs, Size: size, Encrypted: f.encryptedFiles()}
 	if u.Kind == slice.UnitHelm {
 		if res.Objects, res.Hooks, err = splitHooks(objs); err != nil {
 			return nil, err

@@ -10,6 +10,7 @@ import (
 // opposed to one still progressing or waiting for a dependency.
 var failureReasons = map[string]bool{
 	ReasonRenderFailed:       true,
+	ReasonDecryptionFailed:   true,
 	ReasonApplyFailed:        true,
 	ReasonPruneFailed:        true,
 	ReasonHealthCheckFailed:  true,

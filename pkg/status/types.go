@@ -45,6 +45,11 @@ const (
 	ReasonHookFailed = "HookFailed"
 	// ReasonAwaitingDecommission: a held prune waits for the marker.
 	ReasonAwaitingDecommission = "AwaitingDecommission"
+	// ReasonDecryptionFailed: a SOPS-encrypted file of the unit could not
+	// be decrypted (no matching age key on this cluster, or it was altered);
+	// the message names the file. The unit keeps its last applied state
+	// and is retried every interval: adding the key to the cluster fixes it.
+	ReasonDecryptionFailed = "DecryptionFailed"
 )
 
 // RefFor is the status ref of a cluster.
