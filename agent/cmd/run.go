@@ -132,7 +132,11 @@ func run(ctx context.Context, o *options, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	applier, err := apply.NewWithClients(kube, apply.Options{InventoryNamespace: o.namespace, Cluster: o.clusterName})
+	takeOver, err := takeOverManagers(o.takeOver)
+	if err != nil {
+		return fmt.Errorf("%w: --take-over-field-managers: %w", ErrConfig, err)
+	}
+	applier, err := apply.NewWithClients(kube, apply.Options{InventoryNamespace: o.namespace, Cluster: o.clusterName, TakeOver: takeOver})
 	if err != nil {
 		return err
 	}

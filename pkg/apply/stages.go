@@ -125,7 +125,7 @@ func (a *Applier) applyBatch(ctx context.Context, u UnitRequest, batch []*work, 
 		dryErrs := make([]error, len(batch))
 		for i, w := range batch {
 			g.Go(func() error {
-				dry[i], dryErrs[i] = a.dryRun(gctx, u, w.d)
+				dry[i], dryErrs[i] = a.dryRun(gctx, u, w)
 				return nil
 			})
 		}
@@ -229,9 +229,15 @@ func skipReason(u UnitRequest, d *desired, dr *unstructured.Unstructured) ssa.Ac
 	return ""
 }
 
-// dryRun returns the object as the API server would store it, recreating
-// it first when it changes an immutable field and the unit allows that.
-func (a *Applier) dryRun(ctx context.Context, u UnitRequest, d *desired) (*unstructured.Unstructured, error) {
+// dryRun returns the object as the API server would store it. Fields
+// that imperative edits own are taken over first (takeover.go) when the
+// dry-run shows such fields or fails as Invalid (an item whose list key
+// kubectl changed merges with the one Git has). The object is recreated
+// when the apply changes an immutable field and the unit allows that, or
+// when it is still Invalid while its content is what was last applied
+// successfully: then the live object's drift, not Git, makes it invalid.
+func (a *Applier) dryRun(ctx context.Context, u UnitRequest, w *work) (*unstructured.Unstructured, error) {
+	d := w.d
 	try := func() (*unstructured.Unstructured, error) {
 		rctx, cancel := a.reqCtx(ctx)
 		defer cancel()
@@ -239,7 +245,16 @@ func (a *Applier) dryRun(ctx context.Context, u UnitRequest, d *desired) (*unstr
 		return obj, err
 	}
 	obj, err := try()
-	if err != nil && u.RecreateImmutable && isImmutable(err) {
+	if !u.CreateOnly && (err == nil && skipReason(u, d, obj) == "" && a.foreignFields(obj.GetManagedFields()) || apierrors.IsInvalid(err)) {
+		took, terr := a.takeOver(ctx, d)
+		if terr != nil {
+			return nil, objectError("take over fields", ErrApply, d.obj, terr)
+		}
+		if took {
+			obj, err = try()
+		}
+	}
+	if err != nil && (u.RecreateImmutable && isImmutable(err) || w.drift && !u.CreateOnly && apierrors.IsInvalid(err)) {
 		if rerr := a.recreate(ctx, d); rerr != nil {
 			return nil, objectError("recreate", ErrApply, d.obj, rerr)
 		}
