@@ -187,7 +187,7 @@ func run(ctx context.Context, o *options, stderr io.Writer) (err error) {
 	loop, err := reconcile.New(reconcile.Config{
 		Cluster: o.clusterName, Branch: o.branch,
 		Source: src, Applier: applier, Discovery: disc, Verifier: verifier, Volcano: jobs, State: store,
-		Sink:    statusSink(o, statusWriter),
+		Sink: statusSink(o, statusWriter), Heartbeat: o.status.heartbeat, Previous: previousStatus(o, log),
 		Metrics: m, Logger: log,
 		Interval: o.interval, PollInterval: o.pollInterval, Workers: o.workers,
 		PruneHoldFraction: o.pruneHoldFraction,
