@@ -226,6 +226,9 @@ type work struct {
 	entry *Entry
 	// drift: content unchanged, live drifted; re-applied.
 	drift bool
+	// replaced by dryRun (replace): written even when the apply after
+	// it changes nothing.
+	replaced bool
 }
 
 // Apply applies one unit: see the package documentation.

@@ -77,9 +77,11 @@
 // (a Service port patched from 80 to 8080 would otherwise be merged with
 // Git's 80 into an invalid two-port Service). Labels and annotations they
 // set stay. An object whose content is what was last applied successfully
-// but whose apply is still rejected as Invalid is deleted and created
-// again, as RecreateImmutable does for immutable fields: the live drift,
-// not Git, makes it invalid.
+// but whose apply is still rejected as Invalid (another manager, not taken
+// over, changed a list key) is replaced: an update writes Git's content
+// over it, as kubectl replace does, without deleting it; the live drift,
+// not Git, made the merge invalid, and admission still judges the
+// replacement.
 // Secrets are never content-hashed (their data must not leave the cluster
 // in any form); they count as unchanged while the unit hash is.
 //

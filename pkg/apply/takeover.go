@@ -7,11 +7,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"strings"
 
 	"github.com/fluxcd/pkg/ssa"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -20,9 +23,11 @@ import (
 // the ones Flux's kustomize-controller cleans up: kubectl's server-side
 // apply ("kubectl", Apply) and every kubectl command that updates
 // ("kubectl-patch", "kubectl-edit", "kubectl-client-side-apply",
-// "kubectl-scale", "kubectl-label", "kubectl-rollout", …: prefix
-// "kubectl", Update), and "before-first-apply" (fields kubectl
-// client-side apply set before a server-side apply upgraded them).
+// "kubectl-set", "kubectl-rollout", …: prefix "kubectl", Update), and
+// "before-first-apply" (fields kubectl client-side apply set before a
+// server-side apply upgraded them). As with Flux, the restartedAt
+// annotation `kubectl rollout restart` puts in a pod template is spec,
+// so it is undone (a second rollout); restart through Git instead.
 var DefaultTakeOver = []ssa.FieldManager{
 	{Name: "kubectl", OperationType: metav1.ManagedFieldsOperationApply},
 	{Name: "kubectl", OperationType: metav1.ManagedFieldsOperationUpdate},
@@ -55,12 +60,19 @@ func ParseFieldManager(s string) (ssa.FieldManager, error) {
 	return m, nil
 }
 
+// replaceManager is the field manager of replace's update; its fields are
+// always taken over, so that flotilla's apply entry owns them again.
+const replaceManager = "flotilla-replace"
+
 // takeOverMatch reports whether entry belongs to a manager to take over.
 // Like ssa's cleanup it leaves subresource entries (status, and scale,
 // whose fields a forced apply takes back anyway) alone.
 func (a *Applier) takeOverMatch(entry metav1.ManagedFieldsEntry) bool {
 	if entry.Subresource != "" || entry.Manager == a.opts.FieldManager {
 		return false
+	}
+	if entry.Manager == replaceManager && entry.Operation == metav1.ManagedFieldsOperationUpdate {
+		return true
 	}
 	for _, m := range a.opts.TakeOver {
 		if entry.Operation != m.OperationType {
@@ -164,7 +176,7 @@ func (a *Applier) takeOverEntries(entries []metav1.ManagedFieldsEntry, apiVersio
 		now := metav1.Now()
 		out = append(out, metav1.ManagedFieldsEntry{
 			Manager: a.opts.FieldManager, Operation: metav1.ManagedFieldsOperationApply, APIVersion: apiVersion,
-			Time: &now, FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte("{}")},
+			Time: &now, FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1("{}"),
 		})
 		own = len(out) - 1
 	}
@@ -194,7 +206,7 @@ func splitMetadata(f *metav1.FieldsV1) (meta, rest *metav1.FieldsV1, err error) 
 		return nil, nil, nil
 	}
 	var set map[string]json.RawMessage
-	if err := json.Unmarshal(f.Raw, &set); err != nil {
+	if err := json.Unmarshal(f.GetRawBytes(), &set); err != nil {
 		return nil, nil, err
 	}
 	m, ok := set["f:metadata"]
@@ -204,14 +216,53 @@ func splitMetadata(f *metav1.FieldsV1) (meta, rest *metav1.FieldsV1, err error) 
 		if err != nil {
 			return nil, nil, err
 		}
-		meta = &metav1.FieldsV1{Raw: raw}
+		meta = metav1.NewFieldsV1(string(raw))
 	}
 	if len(set) > 0 {
 		raw, err := json.Marshal(set)
 		if err != nil {
 			return nil, nil, err
 		}
-		rest = &metav1.FieldsV1{Raw: raw}
+		rest = metav1.NewFieldsV1(string(raw))
 	}
 	return meta, rest, nil
+}
+
+// replace writes Git's content over the live object with an update, as
+// kubectl replace does: every top-level field Git sets but metadata and
+// status is replaced whole, so list items that a server-side apply would
+// merge (a port whose key another manager changed) are gone; Git's labels
+// and annotations are set, others' kept. The resourceVersion read makes a
+// concurrent change fail it. Unlike recreate it neither deletes the
+// object nor restarts its pods, and admission still judges the result.
+func (a *Applier) replace(ctx context.Context, d *desired) error {
+	rctx, cancel := a.reqCtx(ctx)
+	defer cancel()
+	live := &unstructured.Unstructured{}
+	live.SetGroupVersionKind(d.obj.GroupVersionKind())
+	if err := a.client.Get(rctx, client.ObjectKey{Namespace: d.id.Namespace, Name: d.id.Name}, live); err != nil {
+		return err
+	}
+	for k, v := range d.obj.Object {
+		switch k {
+		case "apiVersion", "kind", "metadata", "status":
+			continue
+		}
+		live.Object[k] = runtime.DeepCopyJSONValue(v)
+	}
+	live.SetLabels(withEntries(live.GetLabels(), d.obj.GetLabels()))
+	live.SetAnnotations(withEntries(live.GetAnnotations(), d.obj.GetAnnotations()))
+	return a.client.Update(rctx, live, client.FieldOwner(replaceManager))
+}
+
+// withEntries is m with add's entries set.
+func withEntries(m, add map[string]string) map[string]string {
+	if len(add) == 0 {
+		return m
+	}
+	if m == nil {
+		m = make(map[string]string, len(add))
+	}
+	maps.Copy(m, add)
+	return m
 }

@@ -16,8 +16,8 @@ import (
 
 // TestImperativeDriftIsTakenOver: edits by kubectl's field managers that a
 // forced apply alone cannot undo (a list item's key changed, an item
-// added) are restored, and the next pass writes nothing; a label set by
-// hand stays.
+// added) are restored, a key changed by another manager too (the object is
+// replaced), and the next pass writes nothing; a label set by hand stays.
 func TestImperativeDriftIsTakenOver(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, minimalCluster(t), "takeover")
@@ -52,6 +52,17 @@ func TestImperativeDriftIsTakenOver(t *testing.T) {
 	}{
 		{"service port changed by kubectl patch", func() {
 			patch(&corev1.Service{}, "kubectl-patch", types.JSONPatchType, `[{"op":"replace","path":"/spec/ports/0/port","value":8080}]`)
+		}, func() {
+			svc := &corev1.Service{}
+			if err := f.k.Get(ctx(t), client.ObjectKey{Namespace: ns, Name: "web"}, svc); err != nil {
+				t.Fatal(err)
+			}
+			if len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].Port != 80 {
+				t.Fatalf("ports %+v, want only 80", svc.Spec.Ports)
+			}
+		}},
+		{"service port changed by a manager not taken over (replaced)", func() {
+			patch(&corev1.Service{}, "deploy-script", types.JSONPatchType, `[{"op":"replace","path":"/spec/ports/0/port","value":8081}]`)
 		}, func() {
 			svc := &corev1.Service{}
 			if err := f.k.Get(ctx(t), client.ObjectKey{Namespace: ns, Name: "web"}, svc); err != nil {
