@@ -120,7 +120,7 @@ func (o *options) bindFlags(f *pflag.FlagSet) {
 	f.IntVar(&o.workers, "workers", 8, "units rendered and applied in parallel")
 	f.Float64Var(&o.pruneHoldFraction, "prune-hold-fraction", reconcile.DefaultPruneHoldFraction, "when the units leaving the slice are all the managed units or more than this fraction of them (0 < f ≤ 1), they are not pruned until the slice is marked decommission (flotilla cluster decommission)")
 
-	f.StringSliceVar(&o.takeOver, "take-over-field-managers", defaultTakeOver(), "field managers whose changes drift correction undoes, as name:Apply or name:Update (a name prefix; =name for an exact name), comma separated; their fields outside metadata are taken over before a drifted object is applied again (empty: none)")
+	f.StringSliceVar(&o.takeOver, "take-over-field-managers", defaultTakeOver(), "field managers whose changes drift correction undoes, as name:Apply or name:Update (a name prefix; =name for an exact name), comma separated: their fields outside metadata (an env var added by kubectl edit, a port changed by kubectl patch) count as drift and are taken over before the object is applied again; labels and annotations they set stay (empty: none)")
 
 	f.BoolVar(&o.leaderElect, "leader-elect", false, "elect a leader on a Lease so that only one replica reconciles")
 	f.StringVar(&o.leaseName, "leader-election-id", defaultLeaseName, "name of the leader Lease in --namespace")
