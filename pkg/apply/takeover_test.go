@@ -45,6 +45,15 @@ func TestImperativeDriftIsTakenOver(t *testing.T) {
 			t.Fatalf("containers not as in Git: %+v", cs)
 		}
 	}
+	portIsGits := func() {
+		svc := &corev1.Service{}
+		if err := f.k.Get(ctx(t), client.ObjectKey{Namespace: ns, Name: "web"}, svc); err != nil {
+			t.Fatal(err)
+		}
+		if len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].Port != 80 {
+			t.Fatalf("ports %+v, want only 80", svc.Spec.Ports)
+		}
+	}
 	tests := []struct {
 		name   string
 		mutate func()
@@ -52,26 +61,10 @@ func TestImperativeDriftIsTakenOver(t *testing.T) {
 	}{
 		{"service port changed by kubectl patch", func() {
 			patch(&corev1.Service{}, "kubectl-patch", types.JSONPatchType, `[{"op":"replace","path":"/spec/ports/0/port","value":8080}]`)
-		}, func() {
-			svc := &corev1.Service{}
-			if err := f.k.Get(ctx(t), client.ObjectKey{Namespace: ns, Name: "web"}, svc); err != nil {
-				t.Fatal(err)
-			}
-			if len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].Port != 80 {
-				t.Fatalf("ports %+v, want only 80", svc.Spec.Ports)
-			}
-		}},
+		}, portIsGits},
 		{"service port changed by a manager not taken over (replaced)", func() {
 			patch(&corev1.Service{}, "deploy-script", types.JSONPatchType, `[{"op":"replace","path":"/spec/ports/0/port","value":8081}]`)
-		}, func() {
-			svc := &corev1.Service{}
-			if err := f.k.Get(ctx(t), client.ObjectKey{Namespace: ns, Name: "web"}, svc); err != nil {
-				t.Fatal(err)
-			}
-			if len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].Port != 80 {
-				t.Fatalf("ports %+v, want only 80", svc.Spec.Ports)
-			}
-		}},
+		}, portIsGits},
 		{"container renamed", func() {
 			patch(&appsv1.Deployment{}, "kubectl-patch", types.JSONPatchType, `[{"op":"replace","path":"/spec/template/spec/containers/0/name","value":"renamed"}]`)
 		}, containerIsGits},
