@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fluxcd/pkg/ssa"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	"github.com/spf13/pflag"
 
@@ -17,6 +18,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/flotilla-gitops/flotilla/agent/reconcile"
+	"github.com/flotilla-gitops/flotilla/pkg/apply"
 )
 
 // EnvPrefix: every flag can be set from the environment as
@@ -59,6 +61,8 @@ type options struct {
 	workers     int
 	// pruneHoldFraction: see reconcile.Config.PruneHoldFraction.
 	pruneHoldFraction float64
+	// takeOver is --take-over-field-managers, resolved by takeOverManagers.
+	takeOver []string
 
 	leaderElect   bool
 	leaseName     string
@@ -116,6 +120,8 @@ func (o *options) bindFlags(f *pflag.FlagSet) {
 	f.IntVar(&o.burst, "kube-api-burst", 300, "maximum burst of queries to the Kubernetes API")
 	f.IntVar(&o.workers, "workers", 8, "units rendered and applied in parallel")
 	f.Float64Var(&o.pruneHoldFraction, "prune-hold-fraction", reconcile.DefaultPruneHoldFraction, "when the units leaving the slice are all the managed units or more than this fraction of them (0 < f ≤ 1), they are not pruned until the slice is marked decommission (flotilla cluster decommission)")
+
+	f.StringSliceVar(&o.takeOver, "take-over-field-managers", defaultTakeOver(), "field managers whose changes drift correction undoes, as name:Apply or name:Update (a name prefix; =name for an exact name), comma separated: their fields outside metadata (an env var added by kubectl edit, a port changed by kubectl patch) count as drift and are taken over before the object is applied again; labels and annotations they set stay (empty: none)")
 
 	f.BoolVar(&o.leaderElect, "leader-elect", false, "elect a leader on a Lease so that only one replica reconciles")
 	f.StringVar(&o.leaseName, "leader-election-id", defaultLeaseName, "name of the leader Lease in --namespace")
@@ -348,10 +354,43 @@ func (o *options) finish(lookup func(string) (string, bool)) error {
 	if _, err := gitMaxFetchSize(o.gitMaxFetchSize); err != nil {
 		bad("%v", err)
 	}
+	if _, err := takeOverManagers(o.takeOver); err != nil {
+		bad("--take-over-field-managers: %v", err)
+	}
 	problems = append(problems, o.verifyProblems()...)
 	problems = append(problems, o.status.problems(o.clusterName, o.repoURL)...)
 	if len(problems) > 0 {
 		return fmt.Errorf("%w: %s", ErrConfig, strings.Join(problems, "; "))
 	}
 	return nil
+}
+
+// defaultTakeOver is apply.DefaultTakeOver in --take-over-field-managers'
+// syntax.
+func defaultTakeOver() []string {
+	out := make([]string, len(apply.DefaultTakeOver))
+	for i, m := range apply.DefaultTakeOver {
+		out[i] = m.Name + ":" + string(m.OperationType)
+		if m.ExactMatch {
+			out[i] = "=" + out[i]
+		}
+	}
+	return out
+}
+
+// takeOverManagers parses --take-over-field-managers; an empty list takes
+// over nothing (a nil one would mean apply's defaults).
+func takeOverManagers(flags []string) ([]ssa.FieldManager, error) {
+	out := []ssa.FieldManager{}
+	for _, s := range flags {
+		if s = strings.TrimSpace(s); s == "" {
+			continue
+		}
+		m, err := apply.ParseFieldManager(s)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, m)
+	}
+	return out, nil
 }

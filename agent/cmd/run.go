@@ -85,7 +85,7 @@ func defaultIdentity() string {
 
 // run wires the agent and runs it until ctx ends (SIGTERM) or the lease is
 // lost.
-func run(ctx context.Context, o *options, stderr io.Writer) error {
+func run(ctx context.Context, o *options, stderr io.Writer) (err error) {
 	log := newLogger(o, stderr)
 	klog.SetSlogLogger(log.With("logger", "client-go"))
 	ctrllog.SetLogger(logr.FromSlogHandler(log.Handler()))
@@ -116,6 +116,20 @@ func run(ctx context.Context, o *options, stderr io.Writer) error {
 	if err := os.MkdirAll(o.cacheDir, 0o755); err != nil {
 		return fmt.Errorf("cache dir: %w", err)
 	}
+	// Why the agent exited before survives in the cache, so restarts on a
+	// flaky API server show on the dashboard (flotilla_agent_restarts_total).
+	exits, rerr := startExitRecord(o.cacheDir, time.Now())
+	if rerr != nil {
+		log.Warn("cannot record the agent's exit cause", "error", rerr)
+	}
+	defer func() {
+		cause := exitCause(err, ctx.Err())
+		if rerr == nil {
+			if ferr := finishExitRecord(o.cacheDir, exits, cause, time.Now()); ferr != nil {
+				log.Warn("cannot record the agent's exit cause", "cause", cause, "error", ferr)
+			}
+		}
+	}()
 	maxFetch, err := gitMaxFetchSize(o.gitMaxFetchSize)
 	if err != nil {
 		return err
@@ -132,7 +146,11 @@ func run(ctx context.Context, o *options, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	applier, err := apply.NewWithClients(kube, apply.Options{InventoryNamespace: o.namespace, Cluster: o.clusterName})
+	takeOver, err := takeOverManagers(o.takeOver)
+	if err != nil {
+		return fmt.Errorf("%w: --take-over-field-managers: %w", ErrConfig, err)
+	}
+	applier, err := apply.NewWithClients(kube, apply.Options{InventoryNamespace: o.namespace, Cluster: o.clusterName, TakeOver: takeOver})
 	if err != nil {
 		return err
 	}
@@ -142,6 +160,10 @@ func run(ctx context.Context, o *options, stderr io.Writer) error {
 	}
 	disc := reconcile.NewKubeDiscoveryWithClient(kube.Discovery)
 	m := metrics.New()
+	m.SetRestarts(exits.Exits, exits.LastCause)
+	if exits.LastCause != "" {
+		log.Info("agent restarted", "lastExitCause", exits.LastCause, "lastExit", exits.LastExit, "exits", exits.Exits)
+	}
 	// Trust state (last accepted revision, strict verification's anchor)
 	// lives in the cluster: the cache is an emptyDir, lost with the pod.
 	store := &state.Store{Client: kube.Client, Namespace: o.namespace, Name: o.stateName, Branch: o.branch}
@@ -165,7 +187,7 @@ func run(ctx context.Context, o *options, stderr io.Writer) error {
 	loop, err := reconcile.New(reconcile.Config{
 		Cluster: o.clusterName, Branch: o.branch,
 		Source: src, Applier: applier, Discovery: disc, Verifier: verifier, Volcano: jobs, State: store,
-		Sink:    statusSink(o, statusWriter),
+		Sink: statusSink(o, statusWriter), Heartbeat: o.status.heartbeat, Previous: previousStatus(o, log),
 		Metrics: m, Logger: log,
 		Interval: o.interval, PollInterval: o.pollInterval, Workers: o.workers,
 		PruneHoldFraction: o.pruneHoldFraction,

@@ -2,7 +2,9 @@ package cmd
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"strings"
@@ -183,4 +185,18 @@ func statusSecrets(o *options) []string {
 		return nil
 	}
 	return []string{a.Password, a.BearerToken}
+}
+
+// previousStatus is the document in --status-file, which an earlier
+// process of this pod wrote (the cache survives container restarts): the
+// base of progress heartbeats until the first cycle ends. nil when absent.
+func previousStatus(o *options, log *slog.Logger) *status.ClusterStatus {
+	st, err := reconcile.ReadStatusFile(o.statusFile)
+	if err != nil {
+		if !errors.Is(err, fs.ErrNotExist) {
+			log.Warn("cannot read the previous status document", "file", o.statusFile, "error", err)
+		}
+		return nil
+	}
+	return st
 }

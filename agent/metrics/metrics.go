@@ -48,6 +48,8 @@ type Metrics struct {
 	driftCorrections  prometheus.Counter
 	managedObjects    prometheus.Gauge
 	leader            prometheus.Gauge
+	restarts          *prometheus.CounterVec
+	lastExitCause     *prometheus.GaugeVec
 
 	mu          sync.Mutex
 	revision    string
@@ -88,6 +90,14 @@ func New() *Metrics {
 			Name: "flotilla_managed_objects",
 			Help: "Objects owned by the unit inventories.",
 		}),
+		restarts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "flotilla_agent_restarts_total",
+			Help: "Exits of this agent before its current start, by cause (lease-lost, signal, error, unknown), as recorded in --cache-dir: it survives container restarts.",
+		}, []string{"cause"}),
+		lastExitCause: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "flotilla_agent_last_exit_cause",
+			Help: "1 for the cause of this agent's last exit before its current start; absent on a first start.",
+		}, []string{"cause"}),
 		leader: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "flotilla_leader",
 			Help: "1 while this replica holds the leader lease (or runs without leader election).",
@@ -96,7 +106,7 @@ func New() *Metrics {
 	}
 	m.registry.MustRegister(
 		m.reconcileDuration, m.reconcileTotal, m.fetchDuration, m.appliedRevision,
-		m.unitReady, m.driftCorrections, m.managedObjects, m.leader,
+		m.unitReady, m.driftCorrections, m.managedObjects, m.leader, m.restarts, m.lastExitCause,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
@@ -210,4 +220,18 @@ func (m *Metrics) SetLeader(leading bool) {
 		v = 1
 	}
 	m.leader.Set(v)
+}
+
+// SetRestarts publishes the exits recorded before this start (counts by
+// cause) and the last one's cause ("" when none).
+func (m *Metrics) SetRestarts(counts map[string]int, lastCause string) {
+	if m == nil {
+		return
+	}
+	for cause, n := range counts {
+		m.restarts.WithLabelValues(cause).Add(float64(n))
+	}
+	if lastCause != "" {
+		m.lastExitCause.WithLabelValues(lastCause).Set(1)
+	}
 }

@@ -88,6 +88,10 @@ func (l *Loop) cycle(ctx context.Context, pre *syncOutcome) (*status.ClusterStat
 	defer l.cycleMu.Unlock()
 	rc := &cycleRun{start: time.Now()}
 	var problems []loopProblem
+	l.progress.start(rc.start)
+	defer l.progress.end()
+	stopHeartbeats := l.startHeartbeats(ctx)
+	defer stopHeartbeats()
 
 	// 1. fetch, or the cached checkout while Git is unreachable.
 	so := pre
@@ -145,11 +149,16 @@ func (l *Loop) cycle(ctx context.Context, pre *syncOutcome) (*status.ClusterStat
 	var st *status.ClusterStatus
 	if rc.rev != nil {
 		l.prepare(ctx, rc)
+		l.progress.phase(status.PhaseUnits)
 		l.runUnits(ctx, rc)
+		l.progress.phase(status.PhasePrune)
 		l.pruneRemoved(ctx, rc)
 	}
+	l.progress.phase(status.PhaseStatus)
 	st = l.buildStatus(rc, fetched, verif, problems)
 	l.addVolcanoStatus(ctx, rc, st)
+	// The cycle's result is published after the last progress document.
+	stopHeartbeats()
 	l.finish(ctx, rc, st, problems)
 	var err error
 	if len(problems) > 0 {

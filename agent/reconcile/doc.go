@@ -41,6 +41,14 @@
 //  6. status: a status.ClusterStatus goes to the StatusSink, metrics are
 //     updated.
 //
+// While a cycle runs, every Config.Heartbeat / 2 the last cycle's result
+// (or Config.Previous, the status file an earlier process of the pod left)
+// goes to the StatusSink again with the cycle's progress (status.Progress:
+// phase, units being reconciled and since when), so a long health wait
+// never leaves the cluster without heartbeats (progress.go). The
+// heartbeats stop, and the last one is published, before the cycle's
+// result is: the result is always the last document of a cycle.
+//
 // # Timing
 //
 // Run starts a cycle every Config.Interval (±Config.Jitter). Between

@@ -52,10 +52,20 @@ type Config struct {
 	// Volcano submits job units and reports jobs and capacity
 	// (volcano.go); nil applies volcano units like manifests.
 	Volcano Volcano
-	// Sink receives the status document after every cycle; nil drops it.
+	// Sink receives the status document after every cycle, and progress
+	// documents while one runs (progress.go); nil drops them.
 	Sink    StatusSink
 	Metrics *metrics.Metrics
 	Logger  *slog.Logger
+
+	// Heartbeat: while a cycle runs, the last result is published with
+	// the cycle's progress every Heartbeat / 2 (the status writer's
+	// heartbeat interval); status.DefaultHeartbeatInterval when zero.
+	Heartbeat time.Duration
+	// Previous is the last document an earlier process published (its
+	// --status-file), the base of progress documents until this process's
+	// first cycle ends; optional.
+	Previous *status.ClusterStatus
 
 	// Interval between cycles (drift correction), ± Jitter (a fraction).
 	Interval time.Duration
@@ -114,6 +124,8 @@ type Loop struct {
 
 	statusMu sync.Mutex
 	last     *status.ClusterStatus
+
+	progress progressTracker
 }
 
 // acceptedRev is a checkout that passed verification and whose slice was read.
@@ -157,6 +169,12 @@ func New(cfg Config) (*Loop, error) {
 	}
 	if cfg.Workers <= 0 {
 		cfg.Workers = DefaultWorkers
+	}
+	if cfg.Heartbeat <= 0 {
+		cfg.Heartbeat = status.DefaultHeartbeatInterval
+	}
+	if cfg.Previous != nil && cfg.Previous.Cluster != cfg.Cluster {
+		cfg.Previous = nil
 	}
 	if cfg.ShutdownGrace <= 0 {
 		cfg.ShutdownGrace = DefaultShutdownGrace

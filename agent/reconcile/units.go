@@ -111,6 +111,7 @@ func (l *Loop) runUnits(ctx context.Context, rc *cycleRun) {
 			var once sync.Once
 			release := func() { once.Do(func() { <-sem }) }
 			defer release()
+			defer l.progress.unitStarted(u.Name, time.Now())()
 			ready[i] = l.finishUnit(rc, u, st, l.reconcileUnit(ctx, rc, u, st, release))
 		})
 	}

@@ -37,6 +37,10 @@ type Options struct {
 	DefaultTimeout time.Duration
 	// PollInterval of kstatus health checks; default 1s.
 	PollInterval time.Duration
+	// TakeOver are the field managers whose fields an object applied
+	// again takes over (takeover.go); DefaultTakeOver when nil, none when
+	// empty but not nil.
+	TakeOver []ssa.FieldManager
 }
 
 func (o *Options) setDefaults() {
@@ -54,6 +58,9 @@ func (o *Options) setDefaults() {
 	}
 	if o.PollInterval <= 0 {
 		o.PollInterval = time.Second
+	}
+	if o.TakeOver == nil {
+		o.TakeOver = DefaultTakeOver
 	}
 }
 
@@ -224,6 +231,9 @@ type work struct {
 	entry *Entry
 	// drift: content unchanged, live drifted; re-applied.
 	drift bool
+	// replaced by dryRun (replace): written even when the apply after
+	// it changes nothing.
+	replaced bool
 }
 
 // Apply applies one unit: see the package documentation.

@@ -65,6 +65,23 @@
 // object) because the dry-runs dominate the API server's and etcd's CPU on
 // every cycle of an unchanged cluster; the apply benchmark's figures are in
 // test/results/bench-agent.txt.
+//
+// Imperative edits are undone too. Fields outside metadata owned by the
+// field managers of Options.TakeOver (DefaultTakeOver: kubectl's, and
+// before-first-apply, as Flux's kustomize-controller cleans up) count as
+// drift, even when flotilla's own fields are intact (an env var added by
+// kubectl edit). Before a drifted or changed object is applied again those
+// fields are moved into flotilla's managed-fields entry (one JSON patch of
+// metadata.managedFields, guarded by the resourceVersion), so the apply
+// removes what they added and replaces list items whose key they changed
+// (a Service port patched from 80 to 8080 would otherwise be merged with
+// Git's 80 into an invalid two-port Service). Labels and annotations they
+// set stay. An object whose content is what was last applied successfully
+// but whose apply is still rejected as Invalid (another manager, not taken
+// over, changed a list key) is replaced: an update writes Git's content
+// over it, as kubectl replace does, without deleting it; the live drift,
+// not Git, made the merge invalid, and admission still judges the
+// replacement.
 // Secrets are never content-hashed (their data must not leave the cluster
 // in any form); they count as unchanged while the unit hash is.
 //

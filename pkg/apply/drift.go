@@ -17,8 +17,10 @@ import (
 // liveMeta is what the drift rule needs of a live object.
 type liveMeta struct {
 	exists, deleting, disabled bool
-	fingerprint                string
-	labels                     map[string]string
+	// foreign: a manager Apply takes over owns fields (takeover.go).
+	foreign     bool
+	fingerprint string
+	labels      map[string]string
 }
 
 // liveVerdict is the drift rule's answer for one applied object.
@@ -31,7 +33,8 @@ const (
 	// and not drift.
 	liveDisabled
 	// liveDrifted: gone, being deleted, a field flotilla applied changed
-	// by another manager, or ownership labels lost.
+	// by another manager, a field added by a manager Apply takes over, or
+	// ownership labels lost.
 	liveDrifted
 )
 
@@ -41,7 +44,7 @@ func judgeLive(live liveMeta, e Entry, unit string) liveVerdict {
 	switch {
 	case live.exists && live.disabled:
 		return liveDisabled
-	case live.exists && !live.deleting && live.fingerprint == e.Fingerprint && ownedBy(live.labels, unit):
+	case live.exists && !live.deleting && !live.foreign && live.fingerprint == e.Fingerprint && ownedBy(live.labels, unit):
 		return liveUnchanged
 	}
 	return liveDrifted
@@ -52,6 +55,7 @@ func (a *Applier) liveFromMeta(m metav1.Object) liveMeta {
 		exists:      true,
 		deleting:    m.GetDeletionTimestamp() != nil,
 		disabled:    isDisabled(m.GetAnnotations()),
+		foreign:     a.foreignFields(m.GetManagedFields()),
 		fingerprint: fingerprint(m.GetManagedFields(), a.opts.FieldManager),
 		labels:      m.GetLabels(),
 	}

@@ -14,6 +14,7 @@ func TestJudgeLive(t *testing.T) {
 		{"deleted", liveMeta{}, liveDrifted},
 		{"being deleted", liveMeta{exists: true, deleting: true, fingerprint: "fp1", labels: owned}, liveDrifted},
 		{"field taken over by another manager", liveMeta{exists: true, fingerprint: "fp2", labels: owned}, liveDrifted},
+		{"fields added by kubectl", liveMeta{exists: true, foreign: true, fingerprint: "fp1", labels: owned}, liveDrifted},
 		{"ownership labels lost", liveMeta{exists: true, fingerprint: "fp1", labels: map[string]string{LabelManagedBy: ManagedByValue}}, liveDrifted},
 		{"adopted by another unit", liveMeta{exists: true, fingerprint: "fp1", labels: map[string]string{LabelManagedBy: ManagedByValue, LabelUnit: "other"}}, liveDrifted},
 		{"disabled wins over drift", liveMeta{exists: true, disabled: true, fingerprint: "fp2"}, liveDisabled},

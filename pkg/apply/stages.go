@@ -125,7 +125,7 @@ func (a *Applier) applyBatch(ctx context.Context, u UnitRequest, batch []*work, 
 		dryErrs := make([]error, len(batch))
 		for i, w := range batch {
 			g.Go(func() error {
-				dry[i], dryErrs[i] = a.dryRun(gctx, u, w.d)
+				dry[i], dryErrs[i] = a.dryRun(gctx, u, w)
 				return nil
 			})
 		}
@@ -194,7 +194,7 @@ func (a *Applier) applyBatch(ctx context.Context, u UnitRequest, batch []*work, 
 		case wasCreated[i]:
 			action = ssa.CreatedAction
 			res.Created++
-		case dr != nil && applied[i].GetResourceVersion() == dr.GetResourceVersion():
+		case dr != nil && applied[i].GetResourceVersion() == dr.GetResourceVersion() && !w.replaced:
 			action = ssa.UnchangedAction
 			res.Unchanged++
 		default:
@@ -229,9 +229,16 @@ func skipReason(u UnitRequest, d *desired, dr *unstructured.Unstructured) ssa.Ac
 	return ""
 }
 
-// dryRun returns the object as the API server would store it, recreating
-// it first when it changes an immutable field and the unit allows that.
-func (a *Applier) dryRun(ctx context.Context, u UnitRequest, d *desired) (*unstructured.Unstructured, error) {
+// dryRun returns the object as the API server would store it. Fields
+// that imperative edits own are taken over first (takeover.go) when the
+// dry-run shows such fields or fails as Invalid (an item whose list key
+// kubectl changed merges with the one Git has). The object is recreated
+// when the apply changes an immutable field and the unit allows that. It
+// is replaced (replace, an update with Git's content) when it is still
+// Invalid while its content is what was last applied successfully: then
+// the live object's drift, not Git, makes the merge invalid.
+func (a *Applier) dryRun(ctx context.Context, u UnitRequest, w *work) (*unstructured.Unstructured, error) {
+	d := w.d
 	try := func() (*unstructured.Unstructured, error) {
 		rctx, cancel := a.reqCtx(ctx)
 		defer cancel()
@@ -239,9 +246,29 @@ func (a *Applier) dryRun(ctx context.Context, u UnitRequest, d *desired) (*unstr
 		return obj, err
 	}
 	obj, err := try()
-	if err != nil && u.RecreateImmutable && isImmutable(err) {
+	if !u.CreateOnly && (err == nil && skipReason(u, d, obj) == "" && a.foreignFields(obj.GetManagedFields()) || apierrors.IsInvalid(err)) {
+		took, terr := a.takeOver(ctx, d)
+		if terr != nil {
+			return nil, objectError("take over fields", ErrApply, d.obj, terr)
+		}
+		if took {
+			obj, err = try()
+		}
+	}
+	switch {
+	case err == nil:
+	case u.RecreateImmutable && isImmutable(err):
 		if rerr := a.recreate(ctx, d); rerr != nil {
 			return nil, objectError("recreate", ErrApply, d.obj, rerr)
+		}
+		obj, err = try()
+	case w.drift && !u.CreateOnly && apierrors.IsInvalid(err) && !isImmutable(err):
+		if rerr := a.replace(ctx, d); rerr != nil {
+			return nil, objectError("replace", ErrApply, d.obj, rerr)
+		}
+		w.replaced = true
+		if _, terr := a.takeOver(ctx, d); terr != nil {
+			return nil, objectError("take over fields", ErrApply, d.obj, terr)
 		}
 		obj, err = try()
 	}

@@ -198,6 +198,13 @@ func writeDetails(b *bytes.Buffer, v *View, bullet string, code func(string) str
 		}
 	}
 	section(b, "Failing units", bullet, failing)
+	var running []string
+	for _, c := range v.Clusters {
+		if c.Progress != nil {
+			running = append(running, code(c.Name)+": "+c.Progress.String())
+		}
+	}
+	section(b, "Cycles in progress", bullet, running)
 	var untrusted []string
 	for _, c := range v.Clusters {
 		if c.State == StateUntrusted {

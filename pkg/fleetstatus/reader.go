@@ -113,6 +113,9 @@ type ClusterView struct {
 	StatusCommit      string          `json:"statusCommit,omitempty"`
 	Trust             *Trust          `json:"trust,omitempty"`
 	Warnings          []string        `json:"warnings,omitempty"`
+	// Progress is what the agent's running cycle was doing at its last
+	// heartbeat; nil when the document is a cycle's result.
+	Progress *status.Progress `json:"progress,omitempty"`
 }
 
 // UnitFailure is a failing unit and why.
@@ -318,6 +321,7 @@ func clusterView(ctx context.Context, d *fleetData, c *fleet.Cluster, now time.T
 	cv.DesiredRevision, cv.AppliedRevision = doc.DesiredRevision, doc.AppliedRevision
 	cv.KubernetesVersion, cv.AgentVersion = doc.KubernetesVersion, doc.Agent.Version
 	cv.InstanceID = doc.InstanceID
+	cv.Progress = doc.Progress
 	hb := doc.Heartbeat
 	cv.Heartbeat = &hb
 	age := now.Sub(hb.Time)

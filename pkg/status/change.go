@@ -19,6 +19,7 @@ import (
 //     knows from Git that such a cluster is still in sync). A merge that
 //     changes the slice changes a unit's hash, which counts. Commit hashes
 //     inside messages ("applied main@sha1:…") are ignored likewise;
+//   - a running cycle's progress, other than whether there is one;
 //   - counters that move with load rather than with events: drift
 //     corrections, free capacity, queue allocations and job running-pod
 //     counts.
@@ -42,6 +43,11 @@ func MeaningfullyChanged(old, cur *ClusterStatus) bool {
 func comparable(doc *ClusterStatus) *ClusterStatus {
 	d := normalized(doc)
 	d.Heartbeat = metav1.Time{}
+	// Progress rides along with heartbeats; only its start (a cycle
+	// that outlasted a heartbeat tick) and its end are worth a commit.
+	if d.Progress != nil {
+		d.Progress = &Progress{}
+	}
 	d.DesiredRevision = presence(d.DesiredRevision)
 	d.FetchedRevision = presence(d.FetchedRevision)
 	d.AppliedRevision = presence(d.AppliedRevision)

@@ -53,6 +53,7 @@ func TestMeaningfullyChanged(t *testing.T) {
 		{"kubernetes version", func(d *ClusterStatus) { d.KubernetesVersion = "v1.37.0" }, true},
 		{"agent version", func(d *ClusterStatus) { d.Agent.Version = "v0.2.0" }, true},
 		{"verification", func(d *ClusterStatus) { d.Verification = &Verification{Mode: "head", Verified: false} }, true},
+		{"a cycle in progress", func(d *ClusterStatus) { d.Progress = &Progress{Phase: PhaseUnits, Started: metav1.NewTime(t0)} }, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -72,6 +73,17 @@ func TestMeaningfullyChanged(t *testing.T) {
 	}
 	if MeaningfullyChanged(nil, nil) {
 		t.Error("nil, nil is no change")
+	}
+}
+
+// TestProgressRidesAlong: a running cycle's progress moving on is not
+// worth a commit of its own; heartbeats carry it.
+func TestProgressRidesAlong(t *testing.T) {
+	old, cur := sampleDoc(), sampleDoc()
+	old.Progress = &Progress{Phase: PhaseFetch, Started: metav1.NewTime(t0)}
+	cur.Progress = &Progress{Phase: PhaseUnits, Started: metav1.NewTime(t0), Units: []UnitProgress{{Name: "web", Since: metav1.NewTime(t0.Add(time.Second))}}}
+	if MeaningfullyChanged(old, cur) {
+		t.Error("progress moving on counts as a change")
 	}
 }
 

@@ -21,6 +21,13 @@
 // revisions that moved while no unit's content hash did (a merge that
 // leaves a cluster's slice alone costs that cluster no commit).
 //
+// While a cycle runs the agent publishes the last result again with
+// progress (Progress: the cycle's phase and the units it is working on,
+// since when); such a document is apiVersion v1alpha3, so a hub that does
+// not know the field says ErrUnsupportedVersion. Progress moving on is not
+// a meaningful change (heartbeats carry it); its appearance, in a cycle
+// that outlasts half a heartbeat interval, and its end are.
+//
 // # Writing (agent)
 //
 //	w, err := status.NewWriter(status.WriterOptions{Cluster: "edge-1", URL: statusRepo, Auth: auth,

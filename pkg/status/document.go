@@ -95,9 +95,9 @@ func Decode(data []byte) (*ClusterStatus, error) {
 	if err := json.Unmarshal(raw, &header); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidDocument, err)
 	}
-	if (header.APIVersion != APIVersion && header.APIVersion != APIVersionV1Alpha2) || header.Kind != Kind {
-		return nil, fmt.Errorf("%w: %s %s (this build reads %s or %s %s)", ErrUnsupportedVersion,
-			orNone(header.APIVersion), orNone(header.Kind), APIVersion, APIVersionV1Alpha2, Kind)
+	if (header.APIVersion != APIVersion && header.APIVersion != APIVersionV1Alpha2 && header.APIVersion != APIVersionV1Alpha3) || header.Kind != Kind {
+		return nil, fmt.Errorf("%w: %s %s (this build reads %s, %s or %s %s)", ErrUnsupportedVersion,
+			orNone(header.APIVersion), orNone(header.Kind), APIVersion, APIVersionV1Alpha2, APIVersionV1Alpha3, Kind)
 	}
 	var doc ClusterStatus
 	dec := json.NewDecoder(bytes.NewReader(raw))
@@ -113,6 +113,9 @@ func Decode(data []byte) (*ClusterStatus, error) {
 	}
 	if doc.InstanceID != "" && doc.APIVersion == APIVersion {
 		return nil, fmt.Errorf("%w: instanceID needs apiVersion %s", ErrInvalidDocument, APIVersionV1Alpha2)
+	}
+	if doc.Progress != nil && doc.APIVersion != APIVersionV1Alpha3 {
+		return nil, fmt.Errorf("%w: progress needs apiVersion %s", ErrInvalidDocument, APIVersionV1Alpha3)
 	}
 	return &doc, nil
 }
@@ -131,6 +134,9 @@ func normalized(doc *ClusterStatus) *ClusterStatus {
 	d.APIVersion, d.Kind = APIVersion, Kind
 	if d.InstanceID != "" {
 		d.APIVersion = APIVersionV1Alpha2
+	}
+	if d.Progress != nil {
+		d.APIVersion = APIVersionV1Alpha3
 	}
 	sortConditions(d.Conditions)
 	sort.SliceStable(d.Units, func(i, j int) bool { return d.Units[i].Name < d.Units[j].Name })
@@ -206,6 +212,11 @@ func (in *ClusterStatus) DeepCopy() *ClusterStatus {
 	if in.HeartbeatInterval != nil {
 		d := *in.HeartbeatInterval
 		out.HeartbeatInterval = &d
+	}
+	if in.Progress != nil {
+		p := *in.Progress
+		p.Units = append([]UnitProgress(nil), in.Progress.Units...)
+		out.Progress = &p
 	}
 	return &out
 }

@@ -111,6 +111,34 @@ func TestEncodeQuotesStringsThatLookLikeOtherTypes(t *testing.T) {
 	}
 }
 
+// TestProgressVersion: a document with progress is v1alpha3, so a hub
+// that does not know the field says so rather than an unknown field.
+func TestProgressVersion(t *testing.T) {
+	doc := sampleDoc()
+	doc.Progress = &Progress{Phase: PhaseUnits, Started: metav1.NewTime(t0), Units: []UnitProgress{{Name: "web", Since: metav1.NewTime(t0)}}}
+	data, err := Encode(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(string(data), "apiVersion: "+APIVersionV1Alpha3+"\n") {
+		t.Fatalf("a document with progress is not %s:\n%s", APIVersionV1Alpha3, data)
+	}
+	got, err := Decode(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !equality.Semantic.DeepEqual(got, normalized(doc)) {
+		t.Errorf("round trip changed the document\n got: %+v\nwant: %+v", got.Progress, doc.Progress)
+	}
+	old := strings.Replace(string(data), APIVersionV1Alpha3, APIVersion, 1)
+	if _, err := Decode([]byte(old)); !errors.Is(err, ErrInvalidDocument) {
+		t.Errorf("progress under %s: %v, want ErrInvalidDocument", APIVersion, err)
+	}
+	if s := got.Progress.String(); !strings.Contains(s, "units: web since ") {
+		t.Errorf("Progress.String() = %q", s)
+	}
+}
+
 func TestDecodeErrors(t *testing.T) {
 	valid, err := Encode(sampleDoc())
 	if err != nil {

@@ -1,6 +1,9 @@
 package status
 
 import (
+	"fmt"
+	"time"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -12,6 +15,9 @@ const (
 	// only v1alpha1 still reads agents that set no instance, and says
 	// ErrUnsupportedVersion, not an unknown field, for those that do.
 	APIVersionV1Alpha2 = "flotilla.dev/v1alpha2"
+	// APIVersionV1Alpha3 adds progress; a document carries it only while
+	// a long cycle runs, so most documents stay at an older version.
+	APIVersionV1Alpha3 = "flotilla.dev/v1alpha3"
 	Kind               = "ClusterStatus"
 	// FileName is the only file a status commit may change.
 	FileName = "status.yaml"
@@ -89,6 +95,56 @@ type ClusterStatus struct {
 	// HeartbeatInterval is the writer's heartbeat period (before jitter),
 	// so the hub can tell when a fleet's healthCheck is shorter than it.
 	HeartbeatInterval *metav1.Duration `json:"heartbeatInterval,omitempty"`
+	// Progress is what the cycle running when the document was published
+	// was doing; nil in a cycle's result. The agent publishes it with
+	// heartbeats while a cycle runs, on top of the last cycle's result.
+	// v1alpha3.
+	Progress *Progress `json:"progress,omitempty"`
+}
+
+// Progress is a running cycle's progress.
+type Progress struct {
+	// Phase of the cycle: fetch, units, prune or status.
+	Phase string `json:"phase"`
+	// Started is when the cycle started.
+	Started metav1.Time `json:"started"`
+	// Units being reconciled (rendered, applied, waited for) now, by name.
+	Units []UnitProgress `json:"units,omitempty"`
+}
+
+// UnitProgress is a unit the running cycle is working on.
+type UnitProgress struct {
+	Name  string      `json:"name"`
+	Since metav1.Time `json:"since"`
+}
+
+// Cycle phases, the values of Progress.Phase.
+const (
+	PhaseFetch  = "fetch"
+	PhaseUnits  = "units"
+	PhasePrune  = "prune"
+	PhaseStatus = "status"
+)
+
+// String says what the cycle is doing, e.g. "units: web since
+// 2026-01-02T03:04:05Z (cycle started 2026-01-02T03:04:00Z)".
+func (p *Progress) String() string {
+	if p == nil {
+		return ""
+	}
+	s := p.Phase
+	for i, u := range p.Units {
+		if i == 3 {
+			s += fmt.Sprintf(" and %d more", len(p.Units)-i)
+			break
+		}
+		sep := ", "
+		if i == 0 {
+			sep = ": "
+		}
+		s += sep + u.Name + " since " + u.Since.UTC().Format(time.RFC3339)
+	}
+	return s + " (cycle started " + p.Started.UTC().Format(time.RFC3339) + ")"
 }
 
 // Agent identifies the writer.

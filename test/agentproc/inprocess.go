@@ -50,6 +50,9 @@ type InProcessOptions struct {
 	Alongside []func(context.Context) error
 	// Interval between cycles; 3s.
 	Interval time.Duration
+	// Heartbeat: a running cycle publishes its progress every Heartbeat /
+	// 2 (reconcile.Config.Heartbeat); the loop's default when zero.
+	Heartbeat time.Duration
 	// FetchTimeout bounds a Git fetch; 10s.
 	FetchTimeout  time.Duration
 	RenderTimeout time.Duration
@@ -121,12 +124,15 @@ func NewInProcess(t testing.TB, c *testenv.Cluster, o InProcessOptions) *InProce
 		}
 	}
 	logs := &Buffer{}
+	// As the binary does: the status file an earlier process left in the
+	// cache is the base of progress heartbeats until the first cycle ends.
+	previous, _ := reconcile.ReadStatusFile(StatusFile(o.CacheDir))
 	loop, err := reconcile.New(reconcile.Config{
 		Cluster: o.Cluster,
 		Source: &gitrepo.Source{URL: o.RepoURL, Branch: "main", Auth: o.Auth,
 			CacheDir: filepath.Join(o.CacheDir, "git"), Timeout: o.FetchTimeout},
 		Applier: applier, Discovery: disc, Volcano: jobs,
-		Sink:     o.Sink,
+		Sink: o.Sink, Heartbeat: o.Heartbeat, Previous: previous,
 		Metrics:  o.Metrics,
 		Logger:   slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		Interval: o.Interval, Workers: o.Workers,
