@@ -1,0 +1,438 @@
+package compile
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/flotilla-gitops/flotilla/pkg/fleet"
+	"github.com/flotilla-gitops/flotilla/pkg/rollout"
+	"github.com/flotilla-gitops/flotilla/pkg/slice"
+)
+
+// SnapshotDir holds content-addressed copies of the sources of the
+// applications under a rollout: rendered/snapshots/<id>/<repo path>. Units
+// of such applications read their sources there rather than in apps/, so a
+// cluster whose wave is not released keeps working, byte for byte, after
+// apps/ moved on. A snapshot is kept while a slice references it; Git
+// stores its blobs once, shared with the sources it copies.
+const SnapshotDir = "rendered/snapshots"
+
+// ErrCannotHold: a cluster's committed unit cannot be kept for its wave,
+// because it reads sources from apps/ that have changed since (it was
+// rendered before the application had a rollout).
+var ErrCannotHold = errors.New("cannot hold the previous content")
+
+// RolloutOptions hold back changed applications under a rollout on the
+// clusters whose wave is not released.
+type RolloutOptions struct {
+	// Committed is the committed rendered/ tree, which held units, their
+	// snapshots and the rollout states are read from.
+	Committed CommittedTree
+	// States replace the committed states of the named applications
+	// (`rollout advance`).
+	States map[string]*rollout.State
+	// AllWaves releases every wave at once (an emergency; plan says so).
+	AllWaves bool
+}
+
+// CommittedTree is a fleet repo's committed rendered/ tree.
+type CommittedTree interface {
+	// Slice is the cluster's committed slice; an error when it has none.
+	Slice(cluster string) (*slice.Slice, error)
+	// Files are the regular files below dir (repo-relative), sorted by
+	// path; none when dir does not exist.
+	Files(dir string) ([]File, error)
+	// State is the application's rollout state; nil when it has none.
+	State(app string) (*rollout.State, error)
+}
+
+// CommittedAt is the committed tree under root.
+func CommittedAt(root string) CommittedTree { return diskTree(root) }
+
+type diskTree string
+
+func (t diskTree) Slice(cluster string) (*slice.Slice, error) { return slice.Read(string(t), cluster) }
+
+func (t diskTree) Files(dir string) ([]File, error) {
+	var out []File
+	base := filepath.Join(string(t), filepath.FromSlash(dir))
+	err := filepath.WalkDir(base, func(p string, e fs.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) && p == base {
+				return fs.SkipAll
+			}
+			return err
+		}
+		if e.IsDir() {
+			return nil
+		}
+		if !e.Type().IsRegular() {
+			return fmt.Errorf("%s: not a regular file", p)
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(string(t), p)
+		if err != nil {
+			return err
+		}
+		out = append(out, File{Path: filepath.ToSlash(rel), Data: data})
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read committed %s: %w", dir, err)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
+	return out, nil
+}
+
+func (t diskTree) State(app string) (*rollout.State, error) {
+	data, err := os.ReadFile(filepath.Join(string(t), filepath.FromSlash(rollout.Path(app))))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read rollout state of %s: %w", app, err)
+	}
+	s, err := rollout.Parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", rollout.Path(app), err)
+	}
+	return s, nil
+}
+
+// rolloutPlan is an application's rollout in this compile.
+type rolloutPlan struct {
+	state *rollout.State
+	// wave maps each destination cluster to its wave's index.
+	wave map[string]int
+	// snapshot is this revision's snapshot directory and files.
+	snapshot      string
+	snapshotFiles []File
+	// committed is set once a cluster is found to have the unit already;
+	// without any, the application is new and every wave gets it.
+	committed bool
+	fresh     bool
+}
+
+// planRollouts relocates the sources of every application under a rollout
+// into its snapshot and decides its state. It runs after digestApp.
+func (c *compiler) planRollouts() error {
+	for _, p := range c.apps {
+		if p.broken {
+			continue
+		}
+		waves := c.repo.Waves(p.app)
+		if waves == nil {
+			continue
+		}
+		rp := &rolloutPlan{wave: map[string]int{}}
+		for i, w := range waves {
+			for _, cl := range w.Clusters {
+				rp.wave[cl] = i
+			}
+		}
+		rev, err := appRevision(p)
+		if err != nil {
+			return err
+		}
+		if err := c.snapshot(p, rp); err != nil {
+			return err
+		}
+		name := p.app.Metadata.Name
+		var prev *rollout.State
+		if ro := c.opts.Rollout; ro != nil {
+			if s, ok := ro.States[name]; ok {
+				prev = s
+			} else if ro.Committed != nil {
+				if prev, err = ro.Committed.State(name); err != nil {
+					return err
+				}
+			}
+		}
+		st := &rollout.State{APIVersion: rollout.APIVersion, Kind: rollout.Kind, Application: name, Revision: rev, Waves: len(waves)}
+		switch {
+		case c.opts.Rollout != nil && c.opts.Rollout.AllWaves:
+			st.Released = len(waves)
+			st.Reason = "render --all-waves: every wave released at once"
+		case prev != nil && prev.Revision == rev:
+			cp := *prev
+			st = &cp
+			st.Waves = len(waves)
+		default:
+			st.Released = 1
+			rp.fresh = true
+			st.Reason = fmt.Sprintf("new revision: wave %s released; later waves keep their content", waves[0].Name)
+			if prev != nil && prev.Released < prev.Waves {
+				st.Reason += fmt.Sprintf(" (replaces revision %s, which had reached %d of %d waves)", shortRevision(prev.Revision), prev.Released, prev.Waves)
+			}
+		}
+		rp.state = st
+		p.rollout = rp
+	}
+	return nil
+}
+
+// appRevision identifies what an application's rollout rolls out: its
+// sources and its spec, but not the rollout spec itself.
+func appRevision(p *appPlan) (string, error) {
+	spec := p.app.Spec
+	spec.Rollout = nil
+	data, err := json.Marshal(spec)
+	if err != nil {
+		return "", fmt.Errorf("application %s: %w", p.app.Metadata.Name, err)
+	}
+	d := sha256.New()
+	fmt.Fprintf(d, "%d:%s\n", len(p.digest), p.digest)
+	d.Write(data)
+	return "sha256:" + hex.EncodeToString(d.Sum(nil)), nil
+}
+
+func shortRevision(rev string) string {
+	rev = strings.TrimPrefix(rev, "sha256:")
+	return rev[:min(12, len(rev))]
+}
+
+// snapshot copies the application's inputs into its snapshot directory,
+// named by their digest, and points the plan's sources, inputs and digest
+// there.
+func (c *compiler) snapshot(p *appPlan, rp *rolloutPlan) error {
+	rp.snapshot = path.Join(SnapshotDir, p.digest[:20])
+	at := func(rel string) string { return path.Join(rp.snapshot, rel) }
+	for _, in := range p.inputs {
+		files, err := snapshotFiles(c.repo.Root, in)
+		if err != nil {
+			return fmt.Errorf("application %s: snapshot: %w", p.app.Metadata.Name, err)
+		}
+		for _, f := range files {
+			rp.snapshotFiles = append(rp.snapshotFiles, File{Path: at(f.Path), Data: f.Data})
+		}
+	}
+	digest, err := c.hasher.InputsDigestAt(p.inputs, at)
+	if err != nil {
+		return fmt.Errorf("application %s: %w", p.app.Metadata.Name, err)
+	}
+	moved := make([]slice.Input, len(p.inputs))
+	for i, in := range p.inputs {
+		moved[i] = slice.Input{Path: at(in.Path), Except: in.Except}
+	}
+	p.inputs, p.digest = moved, digest
+	for i, r := range p.resources {
+		if rel, ok := strings.CutPrefix(r, relFromUnitDir("")); ok {
+			p.resources[i] = relFromUnitDir(at(rel))
+		}
+	}
+	if p.chartDir != "" {
+		p.chartDir = at(p.chartDir)
+	}
+	if p.srcDir != "" {
+		p.srcDir = at(p.srcDir)
+	}
+	return nil
+}
+
+// snapshotFiles reads an input's regular files, repo-relative. A symlink
+// or an executable file is refused: a snapshot written as plain files
+// would not hash the same.
+func snapshotFiles(root string, in slice.Input) ([]File, error) {
+	var out []File
+	base := filepath.Join(root, filepath.FromSlash(in.Path))
+	err := filepath.WalkDir(base, func(p string, e fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(root, p)
+		if err != nil {
+			return err
+		}
+		rel = filepath.ToSlash(rel)
+		if in.Except != "" && rel == path.Join(in.Path, in.Except) {
+			if e.IsDir() {
+				return fs.SkipDir
+			}
+			return nil
+		}
+		if e.IsDir() {
+			return nil
+		}
+		info, err := e.Info()
+		if err != nil {
+			return err
+		}
+		if !info.Mode().IsRegular() || info.Mode()&0o111 != 0 {
+			return fmt.Errorf("%s: only regular, non-executable files can be snapshot for a rollout", rel)
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		out = append(out, File{Path: rel, Data: data})
+		return nil
+	})
+	return out, err
+}
+
+// committedSlice reads a cluster's committed slice once per cluster;
+// draftCluster runs clusters one after another, so one entry suffices.
+func (c *compiler) committedSlice(cluster string) *slice.Slice {
+	if c.lastCommitted.cluster == cluster {
+		return c.lastCommitted.slice
+	}
+	var s *slice.Slice
+	if ro := c.opts.Rollout; ro != nil && ro.Committed != nil {
+		s, _ = ro.Committed.Slice(cluster) // none: nothing to hold
+	}
+	c.lastCommitted.cluster, c.lastCommitted.slice = cluster, s
+	return s
+}
+
+// holdUnit returns the unit a cluster runs for an application under a
+// rollout: the new one when the cluster's wave is released or it has none
+// yet, else its committed unit, unchanged. ok is false after an error.
+func (c *compiler) holdUnit(p *appPlan, cl *fleet.Cluster, u slice.Unit, content *unitContent) (slice.Unit, *unitContent, bool) {
+	rp := p.rollout
+	if rp == nil {
+		return u, content, true
+	}
+	name := cl.Metadata.Name
+	committed := c.committedSlice(name)
+	var cu *slice.Unit
+	if committed != nil {
+		for i := range committed.Units {
+			if committed.Units[i].Name == u.Name {
+				cu = &committed.Units[i]
+			}
+		}
+	}
+	if cu == nil {
+		return u, content, true
+	}
+	rp.committed = true
+	if w, ok := rp.wave[name]; !ok || w < rp.state.Released || cu.Hash == u.Hash {
+		return u, content, true
+	}
+	files, err := c.opts.Rollout.Committed.Files(cu.Path)
+	if err != nil {
+		c.errs.add(p.app.Source.File, p.app.Line("spec"), "", ErrCannotHold, name, err.Error())
+		return u, content, false
+	}
+	held := &unitContent{namespace: cu.Namespace, hash: cu.Hash}
+	hashed := make([]slice.File, 0, len(files))
+	for _, f := range files {
+		n := strings.TrimPrefix(f.Path, cu.Path+"/")
+		held.files = append(held.files, unitFile{name: n, data: f.Data})
+		hashed = append(hashed, slice.File{Name: n, Data: f.Data})
+	}
+	if !inSnapshots(cu.Inputs) {
+		// Rendered before the rollout: it reads apps/ directly, which
+		// holds only if those sources did not change.
+		digest, err := c.hasher.InputsDigest(cu.Inputs)
+		if err != nil || slice.UnitHash(hashed, digest) != cu.Hash {
+			c.errs.add(p.app.Source.File, p.app.Line("spec"), "spec", ErrCannotHold, name,
+				"the committed unit reads sources in apps/ that this change edits (it was rendered before the application had a rollout); render the rollout declaration on its own first, or use --all-waves")
+			return u, content, false
+		}
+		if sameOutsideSnapshot(held.files, content.files, rp.snapshot) {
+			// The same content, only not yet read from a snapshot:
+			// moving it there changes no object.
+			return u, content, true
+		}
+	}
+	hu := *cu
+	hu.DependsOn = nil // recomputed from the current spec
+	return hu, held, true
+}
+
+// sameOutsideSnapshot reports whether a unit rendered before its
+// application had a rollout has the files of the new unit but for the
+// snapshot directory in the source paths.
+func sameOutsideSnapshot(old, cur []unitFile, snapshot string) bool {
+	if len(old) != len(cur) {
+		return false
+	}
+	byName := make(map[string][]byte, len(old))
+	for _, f := range old {
+		byName[f.name] = f.data
+	}
+	prefix := []byte(relFromUnitDir(snapshot + "/"))
+	plain := []byte(relFromUnitDir(""))
+	for _, f := range cur {
+		o, ok := byName[f.name]
+		if !ok || !bytes.Equal(o, bytes.ReplaceAll(f.data, prefix, plain)) {
+			return false
+		}
+	}
+	return true
+}
+
+func inSnapshots(inputs []slice.Input) bool {
+	for _, in := range inputs {
+		if !strings.HasPrefix(in.Path, SnapshotDir+"/") {
+			return false
+		}
+	}
+	return true
+}
+
+// rolloutFiles are the snapshots the compiled slices reference and the
+// rollout states, for Output.Shared.
+func (c *compiler) rolloutFiles(clusters []*ClusterOutput) ([]File, error) {
+	current := map[string][]File{}
+	var out []File
+	for _, p := range c.apps {
+		rp := p.rollout
+		if rp == nil {
+			continue
+		}
+		current[rp.snapshot] = rp.snapshotFiles
+		if rp.fresh && !rp.committed && len(c.opts.Clusters) == 0 {
+			rp.state.Released = rp.state.Waves
+			rp.state.Reason = "first deployment: every wave at once"
+		}
+		data, err := rollout.Marshal(rp.state)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, File{Path: rollout.Path(p.app.Metadata.Name), Data: data})
+	}
+	referenced := map[string]bool{}
+	for _, co := range clusters {
+		for _, u := range co.Slice.Units {
+			for _, in := range u.Inputs {
+				if rest, ok := strings.CutPrefix(in.Path, SnapshotDir+"/"); ok {
+					id, _, _ := strings.Cut(rest, "/")
+					referenced[path.Join(SnapshotDir, id)] = true
+				}
+			}
+		}
+	}
+	for _, dir := range sortedKeys(referenced) {
+		files, ok := current[dir]
+		if !ok {
+			var err error
+			if c.opts.Rollout == nil || c.opts.Rollout.Committed == nil {
+				return nil, fmt.Errorf("snapshot %s is referenced but no committed tree was given", dir)
+			}
+			if files, err = c.opts.Rollout.Committed.Files(dir); err != nil {
+				return nil, err
+			}
+			if len(files) == 0 {
+				return nil, fmt.Errorf("snapshot %s is referenced by a held unit but missing from rendered/", dir)
+			}
+		}
+		out = append(out, files...)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
+	return out, nil
+}
