@@ -42,6 +42,7 @@ and reads the status every agent commits back to Git.`,
 	root.AddCommand(newStatusCommand())
 	root.AddCommand(newPlanCommand())
 	root.AddCommand(newClusterCommand())
+	root.AddCommand(newRolloutCommand())
 	return root
 }
 

@@ -172,6 +172,7 @@ func (c *compiler) planRollouts() error {
 			st.Waves = len(waves)
 		default:
 			st.Released = 1
+			st.Paused = prev != nil && prev.Paused
 			rp.fresh = true
 			st.Reason = fmt.Sprintf("new revision: wave %s released; later waves keep their content", waves[0].Name)
 			if prev != nil && prev.Released < prev.Waves {

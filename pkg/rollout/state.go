@@ -35,6 +35,9 @@ type State struct {
 	Released int `json:"released"`
 	// Waves is how many waves the rollout had when this state was written.
 	Waves int `json:"waves"`
+	// Paused stops `rollout advance` from releasing further waves; a new
+	// revision keeps it.
+	Paused bool `json:"paused,omitempty"`
 	// Reason says why this state was written (shown by `rollout status`
 	// and in commit messages).
 	Reason string `json:"reason,omitempty"`
