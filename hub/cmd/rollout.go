@@ -62,7 +62,9 @@ and push what they write (the template's scheduled CI job does).`,
 	}
 	o.bind(c)
 	c.AddCommand(newRolloutStatusCommand(o), newRolloutAdvanceCommand(o),
-		newRolloutHoldCommand(o, "pause", true), newRolloutHoldCommand(o, "resume", false))
+		newRolloutStateCommand(o, "pause", "Stop rollout advance from releasing further waves of APP", func(s *rollout.State) { s.Paused = true }),
+		newRolloutStateCommand(o, "resume", "Let rollout advance release the waves of APP again", func(s *rollout.State) { s.Paused = false }),
+		newRolloutStateCommand(o, "abort", "Give every cluster APP's rollout changed the unit it had before the rollout started", func(s *rollout.State) { s.Aborted = true }))
 	return c
 }
 
@@ -122,15 +124,13 @@ printed), 2 error.`,
 	return c
 }
 
-func newRolloutHoldCommand(o *rolloutOptions, verb string, pause bool) *cobra.Command {
-	short := "Stop rollout advance from releasing further waves of APP"
-	if !pause {
-		short = "Let rollout advance release the waves of APP again"
-	}
+// newRolloutStateCommand changes APP's rollout state with change and
+// renders.
+func newRolloutStateCommand(o *rolloutOptions, verb, short string, change func(*rollout.State)) *cobra.Command {
 	return &cobra.Command{
 		Use:     verb + " APP",
 		Short:   short,
-		Long:    short + ". It rewrites rendered/rollouts/<APP>.yaml; commit and push it.",
+		Long:    short + ". It rewrites rendered/rollouts/<APP>.yaml (and for abort the clusters' slices); commit and push it.",
 		Example: "  flotilla rollout " + verb + " web",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
@@ -146,12 +146,12 @@ func newRolloutHoldCommand(o *rolloutOptions, verb string, pause bool) *cobra.Co
 				return fmt.Errorf("application %s has no rollout in %s (render it first)", args[0], rollout.Dir)
 			}
 			cp := *st
-			cp.Paused = pause
+			change(&cp)
 			cp.Reason = "flotilla rollout " + verb
 			if err := writeStates(c.Context(), root, repo, map[string]*rollout.State{args[0]: &cp}); err != nil {
 				return err
 			}
-			_, err = fmt.Fprintf(c.OutOrStdout(), "rollout of %s %sd\n", args[0], verb)
+			_, err = fmt.Fprintf(c.OutOrStdout(), "rollout of %s: %s\n", args[0], verb)
 			return err
 		},
 	}

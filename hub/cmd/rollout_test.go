@@ -108,6 +108,34 @@ func readState(t *testing.T, dir string) *rollout.State {
 	return st
 }
 
+// TestRolloutAbortCommand: abort gives the released wave its previous unit
+// back; a new revision starts a new rollout from wave 1.
+func TestRolloutAbortCommand(t *testing.T) {
+	dir := rolloutWorkTree(t, "1m")
+	old := unitHash(t, dir, "b2")
+	if unitHash(t, dir, "a1") == old {
+		t.Fatal("wave 1 did not get the change")
+	}
+	stdout, stderr, code := runCLI(t, "rollout", "abort", "web", "--repo", dir)
+	if code != ExitOK || !strings.Contains(stdout, "rollout of web: abort") {
+		t.Fatalf("abort: exit %d\n%s%s", code, stdout, stderr)
+	}
+	if unitHash(t, dir, "a1") != old || !readState(t, dir).Aborted {
+		t.Fatal("abort did not give a1 its previous unit back")
+	}
+	stdout, _, code = runCLI(t, "rollout", "advance", "--repo", dir)
+	if code != ExitChanges || !strings.Contains(stdout, "web: aborted") {
+		t.Fatalf("advance after abort: exit %d\n%s", code, stdout)
+	}
+	editFile(t, filepath.Join(dir, "apps/web/manifests/cm.yaml"), "v2", "v3")
+	if _, stderr, code := runCLI(t, "render", "--repo", dir); code != ExitOK {
+		t.Fatal(stderr)
+	}
+	if st := readState(t, dir); st.Aborted || st.Released != 1 || unitHash(t, dir, "a1") == old || unitHash(t, dir, "b2") != old {
+		t.Fatalf("a fix after abort: %+v", st)
+	}
+}
+
 // TestRolloutCommands drives rollout status, advance, pause and resume and
 // render --all-waves against status committed to a real Git server.
 func TestRolloutCommands(t *testing.T) {

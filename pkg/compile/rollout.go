@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
@@ -17,6 +18,7 @@ import (
 	"github.com/flotilla-gitops/flotilla/pkg/fleet"
 	"github.com/flotilla-gitops/flotilla/pkg/rollout"
 	"github.com/flotilla-gitops/flotilla/pkg/slice"
+	"sigs.k8s.io/yaml"
 )
 
 // SnapshotDir holds content-addressed copies of the sources of the
@@ -124,6 +126,15 @@ type rolloutPlan struct {
 	// without any, the application is new and every wave gets it.
 	committed bool
 	fresh     bool
+	// previous are the units abort restores, by hash (State.Previous);
+	// loaded from the committed tree or captured when the rollout starts.
+	previous map[string]*keptUnit
+}
+
+// keptUnit is a unit kept for abort: its slice entry and files.
+type keptUnit struct {
+	unit  slice.Unit
+	files []unitFile
 }
 
 // planRollouts relocates the sources of every application under a rollout
@@ -170,6 +181,7 @@ func (c *compiler) planRollouts() error {
 			cp := *prev
 			st = &cp
 			st.Waves = len(waves)
+			st.Previous = maps.Clone(prev.Previous)
 		default:
 			st.Released = 1
 			st.Paused = prev != nil && prev.Paused
@@ -179,6 +191,10 @@ func (c *compiler) planRollouts() error {
 				st.Reason += fmt.Sprintf(" (replaces revision %s, which had reached %d of %d waves)", shortRevision(prev.Revision), prev.Released, prev.Waves)
 			}
 		}
+		if st.Previous == nil {
+			st.Previous = map[string]string{}
+		}
+		rp.previous = map[string]*keptUnit{}
 		rp.state = st
 		p.rollout = rp
 	}
@@ -316,11 +332,33 @@ func (c *compiler) holdUnit(p *appPlan, cl *fleet.Cluster, u slice.Unit, content
 			}
 		}
 	}
+	if rp.state.Aborted {
+		if h, ok := rp.state.Previous[name]; ok {
+			k, err := c.keptUnit(p, h)
+			if err != nil {
+				c.errs.add(p.app.Source.File, p.app.Line("spec"), "", ErrCannotHold, name, err.Error())
+				return u, content, false
+			}
+			ru := k.unit
+			ru.Path = u.Path
+			if ru.Helm != nil {
+				helm := *ru.Helm
+				helm.Values = path.Join(u.Path, slice.ValuesFile)
+				ru.Helm = &helm
+			}
+			return ru, &unitContent{namespace: ru.Namespace, hash: ru.Hash, files: k.files}, true
+		}
+	}
 	if cu == nil {
 		return u, content, true
 	}
 	rp.committed = true
-	if w, ok := rp.wave[name]; !ok || w < rp.state.Released || cu.Hash == u.Hash {
+	if cu.Hash == u.Hash {
+		return u, content, true
+	}
+	w, inWave := rp.wave[name]
+	released := !inWave || w < rp.state.Released
+	if released && !(rp.fresh && inSnapshots(cu.Inputs)) {
 		return u, content, true
 	}
 	files, err := c.opts.Rollout.Committed.Files(cu.Path)
@@ -352,7 +390,49 @@ func (c *compiler) holdUnit(p *appPlan, cl *fleet.Cluster, u slice.Unit, content
 	}
 	hu := *cu
 	hu.DependsOn = nil // recomputed from the current spec
+	if rp.fresh && inSnapshots(cu.Inputs) {
+		// The rollout starts: what the cluster has now is what abort
+		// gives back.
+		rp.state.Previous[name] = cu.Hash
+		if _, ok := rp.previous[cu.Hash]; !ok {
+			rp.previous[cu.Hash] = &keptUnit{unit: hu, files: held.files}
+		}
+	}
+	if released {
+		return u, content, true
+	}
 	return hu, held, true
+}
+
+// keptUnit loads a unit kept for abort from the committed tree.
+func (c *compiler) keptUnit(p *appPlan, hash string) (*keptUnit, error) {
+	rp := p.rollout
+	if k, ok := rp.previous[hash]; ok {
+		return k, nil
+	}
+	dir := rollout.PreviousDir(p.app.Metadata.Name, hash)
+	files, err := c.opts.Rollout.Committed.Files(dir)
+	if err != nil {
+		return nil, err
+	}
+	k := &keptUnit{}
+	found := false
+	for _, f := range files {
+		n := strings.TrimPrefix(f.Path, dir+"/")
+		if n == rollout.PreviousUnitFile {
+			if err := yaml.UnmarshalStrict(f.Data, &k.unit); err != nil {
+				return nil, fmt.Errorf("%s: %w", f.Path, err)
+			}
+			found = true
+			continue
+		}
+		k.files = append(k.files, unitFile{name: strings.TrimPrefix(n, "files/"), data: f.Data})
+	}
+	if !found || k.unit.Hash != hash {
+		return nil, fmt.Errorf("%s does not hold unit %s", dir, hash)
+	}
+	rp.previous[hash] = k
+	return k, nil
 }
 
 // sameOutsideSnapshot reports whether a unit rendered before its
@@ -377,6 +457,45 @@ func sameOutsideSnapshot(old, cur []unitFile, snapshot string) bool {
 	return true
 }
 
+// reference marks the snapshots inputs read.
+func reference(referenced map[string]bool, inputs []slice.Input) {
+	for _, in := range inputs {
+		if rest, ok := strings.CutPrefix(in.Path, SnapshotDir+"/"); ok {
+			id, _, _ := strings.Cut(rest, "/")
+			referenced[path.Join(SnapshotDir, id)] = true
+		}
+	}
+}
+
+// previousFiles are the kept units of p's state, whose snapshots count as
+// referenced.
+func (c *compiler) previousFiles(p *appPlan, referenced map[string]bool) ([]File, error) {
+	var out []File
+	hashes := map[string]bool{}
+	for _, h := range p.rollout.state.Previous {
+		hashes[h] = true
+	}
+	for _, h := range sortedKeys(hashes) {
+		k, err := c.keptUnit(p, h)
+		if err != nil {
+			return nil, fmt.Errorf("application %s: %w", p.app.Metadata.Name, err)
+		}
+		reference(referenced, k.unit.Inputs)
+		dir := rollout.PreviousDir(p.app.Metadata.Name, h)
+		u := k.unit
+		u.DependsOn = nil
+		entry, err := yaml.Marshal(u)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, File{Path: dir + "/" + rollout.PreviousUnitFile, Data: entry})
+		for _, f := range k.files {
+			out = append(out, File{Path: dir + "/files/" + f.name, Data: f.data})
+		}
+	}
+	return out, nil
+}
+
 func inSnapshots(inputs []slice.Input) bool {
 	for _, in := range inputs {
 		if !strings.HasPrefix(in.Path, SnapshotDir+"/") {
@@ -390,6 +509,7 @@ func inSnapshots(inputs []slice.Input) bool {
 // rollout states, for Output.Shared.
 func (c *compiler) rolloutFiles(clusters []*ClusterOutput) ([]File, error) {
 	current := map[string][]File{}
+	referenced := map[string]bool{}
 	var out []File
 	for _, p := range c.apps {
 		rp := p.rollout
@@ -401,21 +521,26 @@ func (c *compiler) rolloutFiles(clusters []*ClusterOutput) ([]File, error) {
 			rp.state.Released = rp.state.Waves
 			rp.state.Reason = "first deployment: every wave at once"
 		}
+		if rp.state.Complete() && !rp.state.Aborted {
+			// Every wave has the revision: there is nothing left to
+			// abort (a revert in Git rolls it back), and the kept units
+			// and their snapshots can go.
+			rp.state.Previous = nil
+		}
 		data, err := rollout.Marshal(rp.state)
 		if err != nil {
 			return nil, err
 		}
 		out = append(out, File{Path: rollout.Path(p.app.Metadata.Name), Data: data})
+		kept, err := c.previousFiles(p, referenced)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, kept...)
 	}
-	referenced := map[string]bool{}
 	for _, co := range clusters {
 		for _, u := range co.Slice.Units {
-			for _, in := range u.Inputs {
-				if rest, ok := strings.CutPrefix(in.Path, SnapshotDir+"/"); ok {
-					id, _, _ := strings.Cut(rest, "/")
-					referenced[path.Join(SnapshotDir, id)] = true
-				}
-			}
+			reference(referenced, u.Inputs)
 		}
 	}
 	for _, dir := range sortedKeys(referenced) {

@@ -226,6 +226,16 @@ func TestRolloutHoldsLaterWaves(t *testing.T) {
 		t.Fatalf("%d snapshots, want 3", n)
 	}
 
+	aborted := *s
+	aborted.Aborted = true
+	out, _ = renderRollout(t, root, map[string]*rollout.State{"web": &aborted})
+	if got := versions(t, root, out); got != "a1=v2 b2=v2 c3=v2 d4=v1" {
+		t.Fatalf("abort gives every cluster what it had when the rollout of v3 started: %s", got)
+	}
+	if _, ch := renderRollout(t, root, nil); !ch.Empty() {
+		t.Fatalf("a render after abort changed %v", ch.All())
+	}
+
 	out, _ = renderRollout(t, root, released(s, 3))
 	if got := versions(t, root, out); got != "a1=v3 b2=v3 c3=v3 d4=v3" {
 		t.Fatalf("every wave released: %s", got)

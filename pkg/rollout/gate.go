@@ -49,6 +49,7 @@ type Progress struct {
 	Revision    string          `json:"revision"`
 	Released    int             `json:"released"`
 	Paused      bool            `json:"paused,omitempty"`
+	Aborted     bool            `json:"aborted,omitempty"`
 	Bake        metav1.Duration `json:"bake"`
 	Waves       []WaveProgress  `json:"waves"`
 	// Release is the released count advance writes: Released when
@@ -107,7 +108,7 @@ func shortHash(h string) string {
 // every cluster of the last released wave has been Ready for bake with at
 // most its maxFailures Failed. Waves with no cluster are passed over.
 func Evaluate(st *State, waves []fleet.ResolvedWave, bake time.Duration, observe func(cluster string) ClusterProgress, now time.Time) *Progress {
-	p := &Progress{Application: st.Application, Revision: st.Revision, Released: st.Released, Paused: st.Paused,
+	p := &Progress{Application: st.Application, Revision: st.Revision, Released: st.Released, Paused: st.Paused, Aborted: st.Aborted,
 		Bake: metav1.Duration{Duration: bake}, Release: st.Released}
 	for i, w := range waves {
 		wp := WaveProgress{Name: w.Name, Released: i < st.Released, MaxFailures: w.MaxFailures}
@@ -121,6 +122,9 @@ func Evaluate(st *State, waves []fleet.ResolvedWave, bake time.Duration, observe
 		p.Waves = append(p.Waves, wp)
 	}
 	switch {
+	case st.Aborted:
+		p.Blocked = "aborted: every cluster is back on the content it had before this revision; merge a new revision to roll out again"
+		return p
 	case st.Released >= len(waves):
 		p.Blocked = "complete: every wave has the revision"
 		return p

@@ -38,10 +38,27 @@ type State struct {
 	// Paused stops `rollout advance` from releasing further waves; a new
 	// revision keeps it.
 	Paused bool `json:"paused,omitempty"`
+	// Aborted gives every cluster in Previous its unit from before this
+	// revision's rollout started, until the revision changes again.
+	Aborted bool `json:"aborted,omitempty"`
+	// Previous maps each cluster whose unit this revision changes to the
+	// hash of the unit it had when the rollout started (kept under
+	// PreviousDir), which abort restores.
+	Previous map[string]string `json:"previous,omitempty"`
 	// Reason says why this state was written (shown by `rollout status`
 	// and in commit messages).
 	Reason string `json:"reason,omitempty"`
 }
+
+// PreviousDir is where the units in State.Previous are kept, one
+// directory per unit hash: the unit's files and unit.yaml, its slice entry.
+func PreviousDir(app, hash string) string {
+	h := strings.TrimPrefix(hash, "sha256:")
+	return path.Join(Dir, app, "previous", h[:min(20, len(h))])
+}
+
+// PreviousUnitFile is the slice entry of a kept unit, in its PreviousDir.
+const PreviousUnitFile = "unit.yaml"
 
 // Path is the repo-relative path of app's state.
 func Path(app string) string {
@@ -80,6 +97,11 @@ func Parse(data []byte) (*State, error) {
 		return nil, bad("revision %q is not sha256:<hex>", s.Revision)
 	case s.Released < 0 || s.Waves < 0:
 		return nil, bad("released %d and waves %d must not be negative", s.Released, s.Waves)
+	}
+	for c, h := range s.Previous {
+		if len(validation.IsDNS1123Subdomain(c)) > 0 || !strings.HasPrefix(h, "sha256:") || strings.ContainsAny(h, "/.") {
+			return nil, bad("previous %s: %q is not a cluster and a sha256:<hex> hash", c, h)
+		}
 	}
 	return &s, nil
 }

@@ -2,6 +2,7 @@ package rollout
 
 import (
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -16,7 +17,7 @@ func TestStateRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatalf("parse %s: %v", data, err)
 	}
-	if *out != *in {
+	if !reflect.DeepEqual(out, in) {
 		t.Fatalf("round trip: %+v != %+v", out, in)
 	}
 	if out.Complete() {
