@@ -55,6 +55,8 @@ type Output struct {
 	// Shared are generated files outside any cluster's directory — the
 	// rollout snapshots and states — sorted by path.
 	Shared []File
+	// Rollouts are the applications under a rollout, by name.
+	Rollouts []RolloutResult
 }
 
 // ClusterOutput is one cluster's slice and its files.
@@ -124,6 +126,7 @@ type compiler struct {
 	volcano *volcanoState
 	// lastCommitted caches the committed slice of the cluster being
 	// drafted (rollout.go).
+	rollouts      []RolloutResult
 	lastCommitted struct {
 		cluster string
 		slice   *slice.Slice
@@ -228,6 +231,7 @@ func (c *compiler) run() (*Output, error) {
 	if out.Shared, err = c.rolloutFiles(compiled); err != nil {
 		return nil, err
 	}
+	out.Rollouts = c.rollouts
 	out.Warnings = c.warns.list()
 	return out, nil
 }

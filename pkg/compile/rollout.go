@@ -129,6 +129,16 @@ type rolloutPlan struct {
 	// previous are the units abort restores, by hash (State.Previous);
 	// loaded from the committed tree or captured when the rollout starts.
 	previous map[string]*keptUnit
+	held     []string
+}
+
+// RolloutResult is one application's rollout in a compile.
+type RolloutResult struct {
+	Application string
+	State       *rollout.State
+	// Held are the clusters that kept their committed unit although the
+	// revision changes it (their wave is not released), sorted.
+	Held []string
 }
 
 // keptUnit is a unit kept for abort: its slice entry and files.
@@ -401,6 +411,7 @@ func (c *compiler) holdUnit(p *appPlan, cl *fleet.Cluster, u slice.Unit, content
 	if released {
 		return u, content, true
 	}
+	rp.held = append(rp.held, name)
 	return hu, held, true
 }
 
@@ -532,6 +543,7 @@ func (c *compiler) rolloutFiles(clusters []*ClusterOutput) ([]File, error) {
 			return nil, err
 		}
 		out = append(out, File{Path: rollout.Path(p.app.Metadata.Name), Data: data})
+		c.rollouts = append(c.rollouts, RolloutResult{Application: p.app.Metadata.Name, State: rp.state, Held: rp.held})
 		kept, err := c.previousFiles(p, referenced)
 		if err != nil {
 			return nil, err
