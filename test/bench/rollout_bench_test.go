@@ -267,4 +267,3 @@ func reportCanariesReady(b *testing.B, repo string) int {
 	b.Logf("%d canary clusters report Ready", n)
 	return n
 }
-
