@@ -10,6 +10,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
 
 	"github.com/flotilla-gitops/flotilla/pkg/compile"
 	"github.com/flotilla-gitops/flotilla/pkg/gitrepo"
@@ -246,5 +247,42 @@ func TestRolloutCommands(t *testing.T) {
 
 	if _, stderr, code := runCLI(t, append([]string{"rollout", "pause", "nope"}, flags...)...); code != ExitError || !strings.Contains(stderr, "nope has no rollout") {
 		t.Errorf("pause of an unknown app: exit %d %s", code, stderr)
+	}
+}
+
+// TestTemplateRolloutCI runs the flotilla commands of the template's
+// scheduled rollout jobs, as written there, in a clone of a fleet repo with
+// a rollout nobody reported on: advance exits 1 (nothing to do, which the
+// scripts do not treat as a failure) and says why.
+func TestTemplateRolloutCI(t *testing.T) {
+	dir := rolloutWorkTree(t, "1m")
+	planGit(t, dir, "init", "-q", "-b", "main")
+	planGit(t, dir, "add", "-A")
+	planGit(t, dir, "commit", "-q", "-m", "fleet")
+	for _, file := range []string{".github/workflows/flotilla-rollout.yml", ".gitlab/flotilla-rollout.yml"} {
+		t.Run(file, func(t *testing.T) {
+			data, err := os.ReadFile(filepath.Join(templateDir, file))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var doc any
+			if err := yaml.Unmarshal(data, &doc); err != nil {
+				t.Fatalf("%s: %v", file, err)
+			}
+			lines := ciCommandLines(doc)
+			if len(lines) != 1 || !strings.HasPrefix(lines[0], "flotilla rollout advance") {
+				t.Fatalf("%s runs %q, want flotilla rollout advance", file, lines)
+			}
+			args := ciArgs(t, lines[0], nil)
+			t.Chdir(dir)
+			stdout, stderr, code := runCLI(t, args[1:]...)
+			if code != ExitChanges || !strings.Contains(stdout, "web: wave canary is not Ready: a1 Pending") {
+				t.Fatalf("%s: exit %d\n%s%s", lines[0], code, stdout, stderr)
+			}
+		})
+	}
+	gl, err := os.ReadFile(filepath.Join(templateDir, ".gitlab-ci.yml"))
+	if err != nil || !strings.Contains(string(gl), "local: .gitlab/flotilla-rollout.yml") {
+		t.Errorf(".gitlab-ci.yml does not include the rollout job: %v", err)
 	}
 }
