@@ -66,37 +66,14 @@ type diskTree string
 func (t diskTree) Slice(cluster string) (*slice.Slice, error) { return slice.Read(string(t), cluster) }
 
 func (t diskTree) Files(dir string) ([]File, error) {
-	var out []File
-	base := filepath.Join(string(t), filepath.FromSlash(dir))
-	err := filepath.WalkDir(base, func(p string, e fs.DirEntry, err error) error {
-		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) && p == base {
-				return fs.SkipAll
-			}
-			return err
-		}
-		if e.IsDir() {
-			return nil
-		}
-		if !e.Type().IsRegular() {
-			return fmt.Errorf("%s: not a regular file", p)
-		}
-		data, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		rel, err := filepath.Rel(string(t), p)
-		if err != nil {
-			return err
-		}
-		out = append(out, File{Path: filepath.ToSlash(rel), Data: data})
-		return nil
-	})
+	files, err := readFiles(string(t), dir, "")
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
 	if err != nil {
 		return nil, fmt.Errorf("read committed %s: %w", dir, err)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
-	return out, nil
+	return files, nil
 }
 
 func (t diskTree) State(app string) (*rollout.State, error) {
@@ -238,7 +215,7 @@ func (c *compiler) snapshot(p *appPlan, rp *rolloutPlan) error {
 	rp.snapshot = path.Join(SnapshotDir, p.digest[:20])
 	at := func(rel string) string { return path.Join(rp.snapshot, rel) }
 	for _, in := range p.inputs {
-		files, err := snapshotFiles(c.repo.Root, in)
+		files, err := readFiles(c.repo.Root, in.Path, in.Except)
 		if err != nil {
 			return fmt.Errorf("application %s: snapshot: %w", p.app.Metadata.Name, err)
 		}
@@ -269,12 +246,13 @@ func (c *compiler) snapshot(p *appPlan, rp *rolloutPlan) error {
 	return nil
 }
 
-// snapshotFiles reads an input's regular files, repo-relative. A symlink
-// or an executable file is refused: a snapshot written as plain files
-// would not hash the same.
-func snapshotFiles(root string, in slice.Input) ([]File, error) {
+// readFiles reads the files below dir (repo-relative) but its top-level
+// entry skip, sorted by path. A symlink or an executable file is refused:
+// snapshots and kept units are written back as plain files, which would
+// not hash the same.
+func readFiles(root, dir, skip string) ([]File, error) {
 	var out []File
-	base := filepath.Join(root, filepath.FromSlash(in.Path))
+	base := filepath.Join(root, filepath.FromSlash(dir))
 	err := filepath.WalkDir(base, func(p string, e fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -284,7 +262,7 @@ func snapshotFiles(root string, in slice.Input) ([]File, error) {
 			return err
 		}
 		rel = filepath.ToSlash(rel)
-		if in.Except != "" && rel == path.Join(in.Path, in.Except) {
+		if skip != "" && rel == path.Join(dir, skip) {
 			if e.IsDir() {
 				return fs.SkipDir
 			}
@@ -298,7 +276,7 @@ func snapshotFiles(root string, in slice.Input) ([]File, error) {
 			return err
 		}
 		if !info.Mode().IsRegular() || info.Mode()&0o111 != 0 {
-			return fmt.Errorf("%s: only regular, non-executable files can be snapshot for a rollout", rel)
+			return fmt.Errorf("%s: only regular, non-executable files can be kept for a rollout", rel)
 		}
 		data, err := os.ReadFile(p)
 		if err != nil {
@@ -307,6 +285,7 @@ func snapshotFiles(root string, in slice.Input) ([]File, error) {
 		out = append(out, File{Path: rel, Data: data})
 		return nil
 	})
+	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
 	return out, err
 }
 

@@ -115,14 +115,7 @@ func run(b *testing.B, bin string, args ...string) cliRun {
 
 func git(b *testing.B, dir string, args ...string) string {
 	b.Helper()
-	cmd := exec.Command("git", append([]string{"-c", "user.name=bench", "-c", "user.email=bench@example.com"}, args...)...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1")
-	out, err := cmd.Output()
-	if err != nil {
-		b.Fatalf("git %s: %v", strings.Join(args, " "), err)
-	}
-	return strings.TrimSpace(string(out))
+	return gitIn(b, dir, "", args...)
 }
 
 func gitIn(b *testing.B, dir, stdin string, args ...string) string {

@@ -1,7 +1,6 @@
 package e2e_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -15,7 +14,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/flotilla-gitops/flotilla/agent/reconcile"
-	hubcmd "github.com/flotilla-gitops/flotilla/hub/cmd"
 	"github.com/flotilla-gitops/flotilla/pkg/gitrepo"
 	"github.com/flotilla-gitops/flotilla/pkg/rollout"
 	"github.com/flotilla-gitops/flotilla/pkg/status"
@@ -154,24 +152,11 @@ func (a *waveAgent) waitVersion(t *testing.T, cm, version string) time.Time {
 	return at
 }
 
-// hubRun runs a flotilla command and returns its stdout and exit code.
+// hubRun runs a flotilla command and returns its output and exit code.
 func hubRun(t *testing.T, args ...string) (string, int) {
 	t.Helper()
-	root := hubcmd.NewRootCommand()
-	var out, errb bytes.Buffer
-	root.SetOut(&out)
-	root.SetErr(&errb)
-	root.SetArgs(args)
-	err := root.ExecuteContext(context.Background())
-	code := 0
-	if err != nil {
-		code = 2
-		if _, serr := fmt.Sscanf(err.Error(), "exit %d", &code); serr != nil {
-			code = 2
-			t.Logf("flotilla %s: %v\n%s", strings.Join(args, " "), err, errb.String())
-		}
-	}
-	return out.String() + errb.String(), code
+	stdout, stderr, code := planCLI(t, args...)
+	return stdout + stderr, code
 }
 
 // advanceWhenReady runs rollout advance until it releases something; every
