@@ -159,19 +159,21 @@ func hubRun(t *testing.T, args ...string) (string, int) {
 	return stdout + stderr, code
 }
 
-// advanceWhenReady runs rollout advance until it releases something; every
-// refusal meanwhile must say why.
-func advanceWhenReady(t *testing.T, r *fleetRepo) string {
+// advanceWhenReady waits until rollout status says the next wave of every
+// app may go (the agents report at their own pace), then runs rollout
+// advance once.
+func advanceWhenReady(t *testing.T, r *fleetRepo, apps ...string) string {
 	t.Helper()
-	var out string
-	waitFor(t, 3*time.Minute, "rollout advance to release a wave", func() (bool, string) {
-		var code int
-		out, code = hubRun(t, "rollout", "advance", "--repo", r.dir, "--status-repo", r.srv.RepoPath(waveRepo))
-		if code == 1 && !strings.Contains(out, "nothing to release") {
-			t.Fatalf("exit 1 without a reason:\n%s", out)
-		}
-		return code == 0, out
-	})
+	for _, app := range apps {
+		waitFor(t, 3*time.Minute, app+"'s next wave to be releasable", func() (bool, string) {
+			p := waveProgress(t, r, app)
+			return p.Release > p.Released, p.Blocked
+		})
+	}
+	out, code := hubRun(t, "rollout", "advance", "--repo", r.dir, "--status-repo", r.srv.RepoPath(waveRepo))
+	if code != 0 {
+		t.Fatalf("rollout advance: exit %d\n%s", code, out)
+	}
 	return out
 }
 
@@ -230,7 +232,7 @@ func TestRolloutWaves(t *testing.T) {
 		}
 	}
 
-	out := advanceWhenReady(t, repo)
+	out := advanceWhenReady(t, repo, "web", "api")
 	if !strings.Contains(out, "web: rollout advance: wave early released: every cluster of wave canary Ready for 2s (bake)") ||
 		!strings.Contains(out, "api: rollout advance: wave rest released") {
 		t.Fatalf("advance released the wrong waves:\n%s", out)
@@ -246,7 +248,7 @@ func TestRolloutWaves(t *testing.T) {
 		t.Fatalf("web on d4 is %s before the last wave", v)
 	}
 
-	out = advanceWhenReady(t, repo)
+	out = advanceWhenReady(t, repo, "web")
 	if !strings.Contains(out, "web: rollout advance: wave rest released: every cluster of wave early Ready") || !strings.Contains(out, "api: complete") {
 		t.Fatalf("second advance:\n%s", out)
 	}
