@@ -289,3 +289,36 @@ func equalMaps(a, b map[string]string) bool {
 	}
 	return true
 }
+
+// TestRolloutHelmChartSnapshot: a chart in the repo is snapshot too; a
+// held cluster renders the previous chart from its snapshot.
+func TestRolloutHelmChartSnapshot(t *testing.T) {
+	root := t.TempDir()
+	files := map[string]string{
+		"fleets/prod.yaml":                 rolloutFleet,
+		"apps/web/app.yaml":                "apiVersion: flotilla.dev/v1alpha1\nkind: Application\nmetadata:\n  name: web\nspec:\n  source:\n    helm:\n      path: chart\n      values: {version: v1}\n  syncPolicies:\n    - destination: {fleet: prod}\n",
+		"apps/web/chart/Chart.yaml":        "apiVersion: v2\nname: web\nversion: 1.0.0\n",
+		"apps/web/chart/templates/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: web}\ndata: {version: {{ .Values.version }}, chart: one}\n",
+	}
+	for _, c := range []string{"a1", "b2", "c3", "d4"} {
+		files["clusters/"+c+".yaml"] = "apiVersion: flotilla.dev/v1alpha1\nkind: Cluster\nmetadata:\n  name: " + c + "\n"
+	}
+	writeFiles(t, root, files)
+	renderRollout(t, root, nil)
+	writeFiles(t, root, map[string]string{
+		"apps/web/chart/templates/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: web}\ndata: {version: {{ .Values.version }}, chart: two}\n",
+	})
+	out, _ := renderRollout(t, root, nil)
+	for cluster, want := range map[string]string{"a1": "chart: two", "b2": "chart: one", "d4": "chart: one"} {
+		if got := unitObjects(t, root, out, cluster, "web"); !strings.Contains(got, want) {
+			t.Errorf("%s renders\n%s\nwant %s", cluster, got, want)
+		}
+	}
+	for _, co := range out.Clusters {
+		for _, u := range co.Slice.Units {
+			if u.Name == "web" && !strings.HasPrefix(u.Helm.Chart, compile.SnapshotDir+"/") {
+				t.Errorf("%s's chart is %s, not in a snapshot", co.Slice.Cluster, u.Helm.Chart)
+			}
+		}
+	}
+}
