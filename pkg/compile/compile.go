@@ -124,6 +124,7 @@ type compiler struct {
 	fleetState *fleetUnitState
 	// volcano: queues and GlobalJobs (volcano.go).
 	volcano *volcanoState
+	// rollouts are the applications under a rollout, once compiled;
 	// lastCommitted caches the committed slice of the cluster being
 	// drafted (rollout.go).
 	rollouts      []RolloutResult
