@@ -181,6 +181,11 @@ func (c *compiler) draftCluster(cl *fleet.Cluster) *clusterDraft {
 			}
 			u.Helm = &slice.HelmRelease{Chart: p.chartDir, ReleaseName: release, Values: path.Join(u.Path, slice.ValuesFile)}
 		}
+		var kept bool
+		if u, content, kept = c.holdUnit(p, cl, u, content); !kept {
+			failed = true
+			continue
+		}
 		present[a.Metadata.Name] = true
 		units = append(units, pending{unit: u, content: content, app: a})
 	}

@@ -32,6 +32,9 @@ type Options struct {
 	// Placed are the BestFit GlobalJobs already placed, which stay where
 	// they are; Compile reads no rendered/ of its own.
 	Placed PlacedJobs
+	// Rollout holds back changed applications under a rollout
+	// (rollout.go); nil releases every wave.
+	Rollout *RolloutOptions
 }
 
 // PlacedJobs maps a GlobalJob's name to the clusters whose committed slice
@@ -49,6 +52,11 @@ type Output struct {
 	Charts []chartvendor.VendoredChart
 	// Warnings are problems that do not stop the render.
 	Warnings fleet.ErrorList
+	// Shared are generated files outside any cluster's directory — the
+	// rollout snapshots and states — sorted by path.
+	Shared []File
+	// Rollouts are the applications under a rollout, by name.
+	Rollouts []RolloutResult
 }
 
 // ClusterOutput is one cluster's slice and its files.
@@ -116,6 +124,14 @@ type compiler struct {
 	fleetState *fleetUnitState
 	// volcano: queues and GlobalJobs (volcano.go).
 	volcano *volcanoState
+	// rollouts are the applications under a rollout, once compiled;
+	// lastCommitted caches the committed slice of the cluster being
+	// drafted (rollout.go).
+	rollouts      []RolloutResult
+	lastCommitted struct {
+		cluster string
+		slice   *slice.Slice
+	}
 }
 
 // appPlan is what the compiler derives once per application and reuses for
@@ -141,6 +157,8 @@ type appPlan struct {
 	digest string
 	memo   map[string]*unitContent
 	broken bool
+	// rollout is set when the application has waves (rollout.go).
+	rollout *rolloutPlan
 }
 
 type policyPlan struct {
@@ -193,6 +211,9 @@ func (c *compiler) run() (*Output, error) {
 		if !c.errs.empty() {
 			return nil, c.errs.list()
 		}
+		if err := c.planRollouts(); err != nil {
+			return nil, err
+		}
 	}
 	out := &Output{Charts: c.charts}
 	if len(c.opts.Clusters) > 0 {
@@ -208,6 +229,10 @@ func (c *compiler) run() (*Output, error) {
 	if !c.errs.empty() {
 		return nil, c.errs.list()
 	}
+	if out.Shared, err = c.rolloutFiles(compiled); err != nil {
+		return nil, err
+	}
+	out.Rollouts = c.rollouts
 	out.Warnings = c.warns.list()
 	return out, nil
 }

@@ -17,6 +17,10 @@
 //     values, and a slice.yaml listing the units in dependency order with a
 //     hash over everything each unit's render reads. Work that cannot
 //     differ between clusters is done once and shared.
+//   - Applications under a rollout (rollout.go) read their sources from a
+//     content-addressed snapshot under rendered/snapshots/, and clusters
+//     whose wave is not released keep their committed unit byte for byte;
+//     the rollout state (pkg/rollout) is generated alongside.
 //   - Write makes rendered/ hold exactly that, byte for byte, touching only
 //     files whose content changed and removing stale ones; Check mode
 //     reports the differences without writing.
