@@ -81,6 +81,7 @@ func runValidate(ctx context.Context, stdout, stderr io.Writer, o *validateOptio
 	}
 	sum.Warnings = append(sum.Warnings, summarizeErrors(out.Warnings)...)
 	printWarnings(stderr, out.Warnings)
+	printNotes(stderr, out.Notes)
 	sum.Valid = true
 	if o.output == "json" {
 		return writeJSON(stdout, sum)

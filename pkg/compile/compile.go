@@ -49,6 +49,9 @@ type Output struct {
 	Charts []chartvendor.VendoredChart
 	// Warnings are problems that do not stop the render.
 	Warnings fleet.ErrorList
+	// Notes say what the compiler decided on the user's behalf (an
+	// application's copy of a fleet namespace left out), one line each.
+	Notes []string
 }
 
 // ClusterOutput is one cluster's slice and its files.
@@ -98,6 +101,7 @@ func Compile(ctx context.Context, repo *fleet.Repo, opts Options) (*Output, erro
 		opts:   opts,
 		hasher: slice.NewTreeHasher(repo.Root),
 		nsMemo: map[string]*unitContent{},
+		owned:  map[string]*unitContent{},
 	}
 	return c.run()
 }
@@ -112,6 +116,9 @@ type compiler struct {
 	apps   []*appPlan
 	charts []chartvendor.VendoredChart
 	nsMemo map[string]*unitContent
+	// owned memoises units rebuilt by the ownership rules (ownership.go).
+	owned map[string]*unitContent
+	notes noteCollector
 	// fleetState: policies, identities and routes (fleetunits.go).
 	fleetState *fleetUnitState
 	// volcano: queues and GlobalJobs (volcano.go).
@@ -159,6 +166,13 @@ type unitContent struct {
 	files     []unitFile
 	namespace string
 	hash      string
+	// kust and digest (application units) rebuild the unit without the
+	// objects another unit owns (ownership.go).
+	kust   *kustomizationArgs
+	digest string
+	// declared (the namespaces unit) are its namespaces and the fleets
+	// that declared them.
+	declared map[string]declaredNamespace
 }
 
 type unitFile struct {
@@ -209,5 +223,6 @@ func (c *compiler) run() (*Output, error) {
 		return nil, c.errs.list()
 	}
 	out.Warnings = c.warns.list()
+	out.Notes = c.notes.list()
 	return out, nil
 }
