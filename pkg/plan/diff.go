@@ -103,8 +103,7 @@ func (pl *planner) run(ctx context.Context, p *Plan) error {
 		p.Clusters = append(p.Clusters, *cp)
 	}
 	p.Notes = append(p.Notes, pl.notes.notes()...)
-	p.Notes = append(p.Notes, pl.moves.notes()...)
-	p.Notes = append(p.Notes, newNotes(pl.base.out.Notes, pl.head.out.Notes)...)
+	p.Ownership = append(pl.moves.notes(), newNotes(pl.base.out.Notes, pl.head.out.Notes)...)
 	return nil
 }
 
