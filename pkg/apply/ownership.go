@@ -113,7 +113,9 @@ func (a *Applier) claimConflicts(ctx context.Context, u UnitRequest, prev *Inven
 			owners[i] = liveOwner(*w.live)
 			continue
 		}
-		if obs != nil {
+		// An object new to the unit is read: the observation, taken at the
+		// start of a pass, may predate another unit creating it.
+		if obs != nil && w.prev != nil {
 			if l, ok := obs.lookup(w.d.id); ok {
 				owners[i] = liveOwner(l)
 				continue
@@ -122,6 +124,9 @@ func (a *Applier) claimConflicts(ctx context.Context, u UnitRequest, prev *Inven
 		g.Go(func() error {
 			l, err := a.readLive(gctx, w.d.obj.GroupVersionKind(), w.d.id)
 			owners[i] = liveOwner(l)
+			// allAbsent reuses the read (an observation's absence would
+			// not do: it lists only managed objects).
+			w.live = &l
 			return err
 		})
 	}

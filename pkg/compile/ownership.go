@@ -72,21 +72,31 @@ func (c *compiler) renderContents(drafts []*clusterDraft) (map[*unitContent]*uni
 		unit    slice.Unit
 	}
 	var jobs []job
-	seen := map[*unitContent]bool{}
+	// Units whose content hash (files and inputs) and render settings are
+	// equal render equally: clusters whose units differ only in which
+	// cluster they were expanded for share one render.
+	byKey := map[string]int{}
+	jobOf := map[*unitContent]int{}
 	for _, d := range drafts {
 		if d == nil {
 			continue
 		}
 		for _, u := range d.units {
 			ct := d.contents[u.Name]
-			if seen[ct] || (u.Helm != nil && u.Helm.Chart == "") {
+			if _, seen := jobOf[ct]; seen || (u.Helm != nil && u.Helm.Chart == "") {
 				continue
 			}
-			seen[ct] = true
-			jobs = append(jobs, job{content: ct, unit: u})
+			key := renderKey(u)
+			i, seen := byKey[key]
+			if !seen {
+				i = len(jobs)
+				byKey[key] = i
+				jobs = append(jobs, job{content: ct, unit: u})
+			}
+			jobOf[ct] = i
 		}
 	}
-	out := make(map[*unitContent]*unitObjects, len(jobs))
+	out := make(map[*unitContent]*unitObjects, len(jobOf))
 	if len(jobs) == 0 {
 		return out, nil
 	}
@@ -150,12 +160,21 @@ func (c *compiler) renderContents(drafts []*clusterDraft) (map[*unitContent]*uni
 	if err := c.ctx.Err(); err != nil {
 		return nil, err
 	}
-	for i, j := range jobs {
+	for ct, i := range jobOf {
 		if results[i] != nil {
-			out[j.content] = results[i]
+			out[ct] = results[i]
 		}
 	}
 	return out, nil
+}
+
+// renderKey is what a unit's render depends on besides its content hash.
+func renderKey(u slice.Unit) string {
+	k := string(u.Kind) + "\x00" + u.Hash + "\x00" + u.Namespace
+	if u.Helm != nil {
+		k += "\x00" + u.Helm.Chart + "\x00" + u.Helm.ReleaseName
+	}
+	return k
 }
 
 // mergedValue is a label or annotation value an application's Namespace

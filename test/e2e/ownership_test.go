@@ -407,5 +407,3 @@ func unitOrEmpty(st *status.ClusterStatus, name string) *status.UnitStatus {
 	}
 	return &status.UnitStatus{}
 }
-
-
