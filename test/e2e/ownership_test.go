@@ -18,9 +18,10 @@ import (
 	"github.com/flotilla-gitops/flotilla/pkg/status"
 )
 
-// ownershipFleet is one cluster in one fleet that declares namespace ns
-// with nsLabels (a YAML mapping body, indented for the Fleet).
-func ownershipFleet(cluster, ns, nsLabels string) map[string]string {
+// oneClusterFleet is a cluster labelled env=<cluster> and a fleet of that
+// name selecting it, declaring namespaces (the YAML list under
+// spec.namespaces, indented by four).
+func oneClusterFleet(cluster, namespaces string) map[string]string {
 	return map[string]string{
 		"clusters/" + cluster + ".yaml": `apiVersion: flotilla.dev/v1alpha1
 kind: Cluster
@@ -38,15 +39,13 @@ spec:
     matchLabels:
       env: ` + cluster + `
   namespaces:
-    - name: ` + ns + `
-      labels:
-` + nsLabels,
+` + namespaces,
 	}
 }
 
-// ownershipApp is an application of the fleet with a source directory
-// (kustomize when it holds a kustomization.yaml, else manifests).
-func ownershipApp(cluster, name, ns, kind, path string) string {
+// fleetApp is an application deployed to the fleet named like the
+// cluster, its source of kind ("kustomize", "manifests") at path.
+func fleetApp(cluster, name, ns, kind, path string) string {
 	return `apiVersion: flotilla.dev/v1alpha1
 kind: Application
 metadata:
@@ -95,6 +94,11 @@ func cycleUntil(t *testing.T, a *inprocAgent, n int, what string, cond func(*sta
 	return nil
 }
 
+// appliedAt: every unit Ready at rev.
+func appliedAt(rev string) func(*status.ClusterStatus) bool {
+	return func(st *status.ClusterStatus) bool { return st.AppliedRevision == rev && allUnitsReady(st) }
+}
+
 // driftMetric reads flotilla_drift_corrections_total.
 func driftMetric(t *testing.T, a *inprocAgent) float64 {
 	t.Helper()
@@ -121,12 +125,12 @@ func TestOwnershipAppShipsFleetNamespace(t *testing.T) {
 	c := agentCluster(t)
 	k := c.Client()
 	const cluster, ns = "own-ns", "own-webapp"
-	files := ownershipFleet(cluster, ns, "        pod-security.kubernetes.io/enforce: baseline\n        team: web\n")
-	files["apps/webapp/app.yaml"] = ownershipApp(cluster, "webapp", ns, "kustomize", "deploy/webapp")
+	files := oneClusterFleet(cluster, "    - name: "+ns+"\n      labels:\n        pod-security.kubernetes.io/enforce: baseline\n        team: web\n")
+	files["apps/webapp/app.yaml"] = fleetApp(cluster, "webapp", ns, "kustomize", "deploy/webapp")
 	files["apps/webapp/deploy/webapp/kustomization.yaml"] = "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - namespace.yaml\n  - deployment.yaml\n"
 	files["apps/webapp/deploy/webapp/namespace.yaml"] = "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: " + ns + "\n  labels:\n    team: web\n    istio-injection: enabled\n"
 	files["apps/webapp/deploy/webapp/deployment.yaml"] = ownershipDeployment("podinfo")
-	files["apps/sidecar/app.yaml"] = ownershipApp(cluster, "sidecar", ns, "manifests", "manifests")
+	files["apps/sidecar/app.yaml"] = fleetApp(cluster, "sidecar", ns, "manifests", "manifests")
 	files["apps/sidecar/manifests/configmap.yaml"] = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: sidecar-settings\ndata:\n  color: blue\n"
 	dir := t.TempDir()
 	writeAll(t, dir, files)
@@ -141,10 +145,7 @@ func TestOwnershipAppShipsFleetNamespace(t *testing.T) {
 	repo := newFleetRepo(t, newGitServer(t), "own-ns", dir)
 	a := newInprocAgent(t, c, agentSpec{cluster: cluster, repo: repo})
 	rev := repo.head()
-	applied := func(rev string) func(*status.ClusterStatus) bool {
-		return func(st *status.ClusterStatus) bool { return st.AppliedRevision == rev && allUnitsReady(st) }
-	}
-	st := cycleUntil(t, a, 10, "applied at "+rev, applied(rev))
+	st := cycleUntil(t, a, 10, "applied at "+rev, appliedAt(rev))
 
 	live := &corev1.Namespace{}
 	if err := k.Get(testCtx(t), client.ObjectKey{Name: ns}, live); err != nil {
@@ -171,7 +172,7 @@ func TestOwnershipAppShipsFleetNamespace(t *testing.T) {
 	rv, uid := live.ResourceVersion, live.UID
 	for i := range 3 {
 		st = a.cycle()
-		if !applied(rev)(st) {
+		if !appliedAt(rev)(st) {
 			t.Fatalf("cycle %d:\n%s", i, describeStatus(st))
 		}
 		for _, u := range st.Units {
@@ -194,7 +195,7 @@ func TestOwnershipAppShipsFleetNamespace(t *testing.T) {
 	repo.remove(t, "apps/webapp")
 	hubRender(t, dir)
 	rev2 := repo.push(t, "remove webapp")
-	cycleUntil(t, a, 10, "applied at "+rev2, applied(rev2))
+	cycleUntil(t, a, 10, "applied at "+rev2, appliedAt(rev2))
 	if err := k.Get(testCtx(t), client.ObjectKey{Name: ns}, live); err != nil || live.UID != uid || live.DeletionTimestamp != nil {
 		t.Fatalf("Namespace %s after removing webapp: %v (uid %s, was %s; deleting %v)", ns, err, live.UID, uid, live.DeletionTimestamp)
 	}
@@ -215,7 +216,7 @@ func TestOwnershipTwoAppsOneDeployment(t *testing.T) {
 	planRenderCommit(t, dir, "base")
 	// backend-v2 ships the same Deployment as backend, to the same fleet.
 	writeAll(t, dir, map[string]string{
-		"apps/backend-v2/app.yaml":                ownershipApp("dev", "backend-v2", "backend", "kustomize", "base"),
+		"apps/backend-v2/app.yaml":                fleetApp("dev", "backend-v2", "backend", "kustomize", "base"),
 		"apps/backend-v2/base/kustomization.yaml": "resources:\n  - deployment.yaml\n",
 		"apps/backend-v2/base/deployment.yaml":    planReadFile(t, dir+"/apps/backend/base/deployment.yaml"),
 	})
@@ -249,11 +250,11 @@ func TestOwnershipMoveBetweenUnits(t *testing.T) {
 	c := agentCluster(t)
 	k := c.Client()
 	const cluster, ns = "own-mv", "own-move"
-	files := ownershipFleet(cluster, ns, "        team: move\n")
-	files["apps/alpha/app.yaml"] = ownershipApp(cluster, "alpha", ns, "manifests", "manifests")
+	files := oneClusterFleet(cluster, "    - name: "+ns+"\n      labels:\n        team: move\n")
+	files["apps/alpha/app.yaml"] = fleetApp(cluster, "alpha", ns, "manifests", "manifests")
 	files["apps/alpha/manifests/configmap.yaml"] = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: alpha\n"
 	files["apps/alpha/manifests/deployment.yaml"] = ownershipDeployment("mover")
-	files["apps/beta/app.yaml"] = ownershipApp(cluster, "beta", ns, "manifests", "manifests")
+	files["apps/beta/app.yaml"] = fleetApp(cluster, "beta", ns, "manifests", "manifests")
 	files["apps/beta/manifests/configmap.yaml"] = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: beta\n"
 	dir := t.TempDir()
 	writeAll(t, dir, files)
@@ -261,10 +262,7 @@ func TestOwnershipMoveBetweenUnits(t *testing.T) {
 	repo := newFleetRepo(t, newGitServer(t), "own-mv", dir)
 	a := newInprocAgent(t, c, agentSpec{cluster: cluster, repo: repo})
 	rev := repo.head()
-	applied := func(rev string) func(*status.ClusterStatus) bool {
-		return func(st *status.ClusterStatus) bool { return st.AppliedRevision == rev && allUnitsReady(st) }
-	}
-	cycleUntil(t, a, 10, "applied at "+rev, applied(rev))
+	cycleUntil(t, a, 10, "applied at "+rev, appliedAt(rev))
 	var uid string
 	waitFor(t, 2*time.Minute, "Deployment mover available", func() (bool, string) {
 		d, err := getDeployment(t, k, ns, "mover")
@@ -310,7 +308,7 @@ func TestOwnershipMoveBetweenUnits(t *testing.T) {
 	repo.write(t, "apps/beta/manifests/deployment.yaml", ownershipDeployment("mover"))
 	hubRender(t, dir)
 	rev2 := repo.push(t, "move mover from alpha to beta")
-	cycleUntil(t, a, 10, "applied at "+rev2, applied(rev2))
+	cycleUntil(t, a, 10, "applied at "+rev2, appliedAt(rev2))
 	close(stop)
 	wg.Wait()
 	if polls == 0 {
