@@ -145,7 +145,7 @@ func TestOwnershipAppShipsFleetNamespace(t *testing.T) {
 	repo := newFleetRepo(t, newGitServer(t), "own-ns", dir)
 	a := newInprocAgent(t, c, agentSpec{cluster: cluster, repo: repo})
 	rev := repo.head()
-	st := cycleUntil(t, a, 10, "applied at "+rev, appliedAt(rev))
+	cycleUntil(t, a, 10, "applied at "+rev, appliedAt(rev))
 
 	live := &corev1.Namespace{}
 	if err := k.Get(testCtx(t), client.ObjectKey{Name: ns}, live); err != nil {
@@ -171,7 +171,7 @@ func TestOwnershipAppShipsFleetNamespace(t *testing.T) {
 	drift := driftMetric(t, a)
 	rv, uid := live.ResourceVersion, live.UID
 	for i := range 3 {
-		st = a.cycle()
+		st := a.cycle()
 		if !appliedAt(rev)(st) {
 			t.Fatalf("cycle %d:\n%s", i, describeStatus(st))
 		}
