@@ -89,6 +89,7 @@ type renderSummary struct {
 	Charts   []chartSummary   `json:"charts,omitempty"`
 	Changes  *compile.Changes `json:"changes,omitempty"`
 	Warnings []errorSummary   `json:"warnings,omitempty"`
+	Notes    []string         `json:"notes,omitempty"`
 	Errors   []errorSummary   `json:"errors,omitempty"`
 	Seconds  float64          `json:"seconds"`
 	Scope    []string         `json:"scope,omitempty"`
@@ -166,6 +167,7 @@ func runRender(ctx context.Context, stdout, stderr io.Writer, o *renderOptions) 
 	sum.Warnings = append(sum.Warnings, summarizeErrors(out.Warnings)...)
 	printWarnings(stderr, out.Warnings)
 	printNotes(stderr, out.Notes)
+	sum.Notes = out.Notes
 	ch, err := compile.Write(ctx, root, out, compile.WriteOptions{Check: o.check, Progress: progress.files})
 	if err != nil {
 		return err
