@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"context"
+	"fmt"
 	"sync"
 
 	"github.com/fluxcd/cli-utils/pkg/object"
@@ -68,21 +69,26 @@ func (o *sliceOwners) Claims(ctx context.Context, unit string, id object.ObjMeta
 	return s.ids[id] || (id.Namespace == "" && s.byName[id.GroupKind][id.Name]), nil
 }
 
-// ClaimedBy implements apply.Owners.
+// ClaimedBy implements apply.Owners. A unit whose claims cannot be told
+// (it does not render) makes the answer an error unless another unit
+// claims the object.
 func (o *sliceOwners) ClaimedBy(ctx context.Context, unit string, id object.ObjMetadata) (string, error) {
+	var unknown error
 	for _, name := range o.order {
 		if name == unit {
 			continue
 		}
 		claimed, err := o.Claims(ctx, name, id)
-		if err != nil {
-			return "", err
-		}
-		if claimed {
+		switch {
+		case err != nil:
+			if unknown == nil {
+				unknown = fmt.Errorf("unit %s: %w", name, err)
+			}
+		case claimed:
 			return name, nil
 		}
 	}
-	return "", nil
+	return "", unknown
 }
 
 func (o *sliceOwners) set(unit string) *claimSet {
@@ -118,7 +124,10 @@ func (o *sliceOwners) fill(ctx context.Context, u slice.Unit, s *claimSet) {
 		s.err = err
 		return
 	}
-	out, err := render.Unit(ctx, dir, u, o.rc.renderOpts)
+	// Object ids are all that is needed: Secrets stay encrypted.
+	opts := o.rc.renderOpts
+	opts.Decryptor = nil
+	out, err := render.Unit(ctx, dir, u, opts)
 	if err != nil {
 		s.err = err
 		return

@@ -294,11 +294,15 @@ func (a *Applier) Apply(ctx context.Context, u UnitRequest) (*UnitResult, error)
 		}
 	}
 
-	if stale, err = a.release(ctx, u.Name, u.Owners, stale, res); err != nil {
-		return res, fmt.Errorf("unit %s: %w", u.Name, err)
+	// Stale objects another unit now renders are handed over, not pruned;
+	// held ones (whose claimant could not be told) stay for the next apply.
+	var held []Entry
+	var releaseErr error
+	if u.Prune {
+		stale, held, releaseErr = a.release(ctx, u.Name, u.Owners, stale, res)
 	}
 
-	if len(toApply) == 0 && len(stale) == 0 && len(conflicts) == 0 && len(res.HandedOver) == 0 &&
+	if len(toApply) == 0 && len(stale) == 0 && len(held) == 0 && len(conflicts) == 0 && len(res.HandedOver) == 0 &&
 		prev.resourceVersion != "" && prev.Hash == u.Hash && prev.Prune == u.Prune {
 		res.Skipped = true
 		res.ManagedObjects = len(prev.IDs(Applied))
@@ -333,7 +337,10 @@ func (a *Applier) Apply(ctx context.Context, u UnitRequest) (*UnitResult, error)
 		prev = next
 	}
 
-	errs := conflicts
+	errs := append([]error(nil), conflicts...)
+	if releaseErr != nil {
+		errs = append(errs, releaseErr)
+	}
 	applyErr := a.applyStages(ctx, u, toApply, direct, res)
 	if applyErr != nil {
 		errs = append(errs, applyErr)
@@ -356,6 +363,7 @@ func (a *Applier) Apply(ctx context.Context, u UnitRequest) (*UnitResult, error)
 			res.Orphaned = append(res.Orphaned, e.Subject())
 		}
 	}
+	keepStale = append(keepStale, held...)
 
 	next := &Inventory{
 		Unit: u.Name, Cluster: a.opts.Cluster, Revision: prev.Revision, Hash: u.Hash, Prune: u.Prune,

@@ -145,7 +145,9 @@
 // labels are adopted. A stale object that Owners says another unit claims
 // is released — dropped from the inventory, not deleted
 // (UnitResult.HandedOver) — in Apply and in DeleteUnit, so an object moved
-// between units is handed over without a delete in either order.
+// between units is handed over without a delete in either order. When
+// Owners cannot tell, the stale object is held: kept in the inventory, not
+// deleted, and reported as an ErrPrune error until it can.
 //
 // # Errors
 //

@@ -161,23 +161,28 @@ func (a *Applier) claimConflicts(ctx context.Context, u UnitRequest, prev *Inven
 	return kept, conflicts, nil
 }
 
-// release takes out of stale the entries another unit claims: they leave
-// this unit's inventory without a delete, for that unit to take over.
-func (a *Applier) release(ctx context.Context, unit string, owners Owners, stale []Entry, res *UnitResult) ([]Entry, error) {
-	if owners == nil || len(stale) == 0 {
-		return stale, nil
+// release sorts stale entries before a prune: those another unit claims
+// leave this unit's inventory without a delete, for that unit to take
+// over (res.HandedOver); those whose claimant cannot be told are held —
+// neither pruned nor released — and reported as an ErrPrune error, so the
+// next apply asks again; the rest are returned for pruning.
+func (a *Applier) release(ctx context.Context, unit string, owners Owners, stale []Entry, res *UnitResult) (prune, held []Entry, err error) {
+	if owners == nil {
+		return stale, nil, nil
 	}
-	var rest []Entry
+	var errs []error
 	for _, e := range stale {
-		to, err := owners.ClaimedBy(ctx, unit, e.ID)
-		if err != nil {
-			return stale, err
+		to, cerr := owners.ClaimedBy(ctx, unit, e.ID)
+		switch {
+		case cerr != nil:
+			held = append(held, e)
+			res.PruneKept = append(res.PruneKept, e.Subject())
+			errs = append(errs, fmt.Errorf("%w: %s kept: which unit renders it now is unknown: %w", ErrPrune, e.Subject(), cerr))
+		case to != "":
+			res.HandedOver = append(res.HandedOver, fmt.Sprintf("%s to unit %s", e.Subject(), to))
+		default:
+			prune = append(prune, e)
 		}
-		if to == "" {
-			rest = append(rest, e)
-			continue
-		}
-		res.HandedOver = append(res.HandedOver, fmt.Sprintf("%s to unit %s", e.Subject(), to))
 	}
-	return rest, nil
+	return prune, held, errors.Join(errs...)
 }

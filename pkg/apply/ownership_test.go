@@ -187,3 +187,50 @@ func TestMoveBetweenUnits(t *testing.T) {
 		}
 	}
 }
+
+// unknownOwners cannot tell who renders anything (a unit of the slice
+// fails to render).
+type unknownOwners struct{}
+
+func (unknownOwners) Claims(context.Context, string, object.ObjMetadata) (bool, error) {
+	return true, errors.New("unit broken does not render")
+}
+
+func (unknownOwners) ClaimedBy(context.Context, string, object.ObjMetadata) (string, error) {
+	return "", errors.New("unit broken does not render")
+}
+
+// A stale object whose new owner cannot be told is neither pruned nor
+// released: the apply reports ErrPrune, the rest is applied, and the next
+// apply asks again.
+func TestStaleObjectOfUnknownOwnerIsHeld(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, minimalCluster(t), "own-held")
+	ns := "own-held"
+	if err := f.c.CreateNamespace(ctx(t), ns); err != nil {
+		t.Fatal(err)
+	}
+	f.apply(apply.UnitRequest{Name: "web", Hash: "1", Prune: true, Objects: []*unstructured.Unstructured{configMap(ns, "old", "a"), configMap(ns, "keep", "a")}})
+	_, uid, _ := f.owner(ns, "old")
+	for range 2 {
+		res, err := f.a.Apply(ctx(t), apply.UnitRequest{Name: "web", Hash: "2", Prune: true, Owners: unknownOwners{},
+			Objects: []*unstructured.Unstructured{configMap(ns, "keep", "b")}})
+		if !errors.Is(err, apply.ErrPrune) || !strings.Contains(err.Error(), "ConfigMap/own-held/old kept") {
+			t.Fatalf("err = %v, want ErrPrune naming the held object", err)
+		}
+		if len(res.Pruned) != 0 || subjects(res.PruneKept) != "ConfigMap/own-held/old" {
+			t.Errorf("pruned %v, kept %v", res.Pruned, res.PruneKept)
+		}
+		if _, gotUID, _ := f.owner(ns, "old"); gotUID != uid {
+			t.Fatalf("old was re-created")
+		}
+		if _, _, v := f.owner(ns, "keep"); v != "b" {
+			t.Errorf("the rest of the unit was not applied: keep = %q", v)
+		}
+	}
+	// Once the owners are known again (nobody renders it), it is pruned.
+	res := f.apply(apply.UnitRequest{Name: "web", Hash: "2", Prune: true, Owners: staticOwners{}, Objects: []*unstructured.Unstructured{configMap(ns, "keep", "b")}})
+	if subjects(res.Pruned) != "ConfigMap/own-held/old" {
+		t.Errorf("pruned %v, want the held object", res.Pruned)
+	}
+}

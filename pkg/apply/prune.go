@@ -96,11 +96,10 @@ func (a *Applier) DeleteUnit(ctx context.Context, unit string, owners Owners) (*
 		}
 		return res, a.deleteInventory(ctx, inv)
 	}
-	entries, err := a.release(ctx, unit, owners, inv.Entries, res)
-	if err != nil {
-		return res, fmt.Errorf("unit %s: %w", unit, err)
-	}
+	entries, held, releaseErr := a.release(ctx, unit, owners, inv.Entries, res)
 	failed, pruneErr := a.prune(ctx, unit, entries, res)
+	failed = append(failed, held...)
+	pruneErr = errors.Join(releaseErr, pruneErr)
 	if len(failed) == 0 {
 		return res, a.deleteInventory(ctx, inv)
 	}
