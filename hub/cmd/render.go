@@ -92,6 +92,7 @@ type renderSummary struct {
 	Charts   []chartSummary   `json:"charts,omitempty"`
 	Changes  *compile.Changes `json:"changes,omitempty"`
 	Warnings []errorSummary   `json:"warnings,omitempty"`
+	Notes    []string         `json:"notes,omitempty"`
 	Errors   []errorSummary   `json:"errors,omitempty"`
 	Seconds  float64          `json:"seconds"`
 	Scope    []string         `json:"scope,omitempty"`
@@ -172,6 +173,8 @@ func runRender(ctx context.Context, stdout, stderr io.Writer, o *renderOptions) 
 	}
 	sum.Warnings = append(sum.Warnings, summarizeErrors(out.Warnings)...)
 	printWarnings(stderr, out.Warnings)
+	printNotes(stderr, out.Notes)
+	sum.Notes = out.Notes
 	ch, err := compile.Write(ctx, root, out, compile.WriteOptions{Check: o.check, Progress: progress.files})
 	if err != nil {
 		return err
@@ -254,6 +257,13 @@ func reportInputErrors(stdout, stderr io.Writer, format string, sum any, err err
 	}
 	fmt.Fprintf(stderr, "%s found\n", plural.Count(len(list), "problem", "problems"))
 	return exitError{code: ExitError}
+}
+
+// printNotes prints what the compiler decided on the user's behalf.
+func printNotes(w io.Writer, notes []string) {
+	for _, n := range notes {
+		fmt.Fprintf(w, "note: %s\n", n)
+	}
 }
 
 func printWarnings(w io.Writer, l fleet.ErrorList) {

@@ -57,6 +57,9 @@ type Output struct {
 	Shared []File
 	// Rollouts are the applications under a rollout, by name.
 	Rollouts []RolloutResult
+	// Notes say what the compiler decided on the user's behalf (an
+	// application's copy of a fleet namespace left out), one line each.
+	Notes []string
 }
 
 // ClusterOutput is one cluster's slice and its files.
@@ -106,6 +109,7 @@ func Compile(ctx context.Context, repo *fleet.Repo, opts Options) (*Output, erro
 		opts:   opts,
 		hasher: slice.NewTreeHasher(repo.Root),
 		nsMemo: map[string]*unitContent{},
+		owned:  map[string]*unitContent{},
 	}
 	return c.run()
 }
@@ -120,6 +124,9 @@ type compiler struct {
 	apps   []*appPlan
 	charts []chartvendor.VendoredChart
 	nsMemo map[string]*unitContent
+	// owned memoises units rebuilt by the ownership rules (ownership.go).
+	owned map[string]*unitContent
+	notes noteCollector
 	// fleetState: policies, identities and routes (fleetunits.go).
 	fleetState *fleetUnitState
 	// volcano: queues and GlobalJobs (volcano.go).
@@ -177,6 +184,13 @@ type unitContent struct {
 	files     []unitFile
 	namespace string
 	hash      string
+	// kust and digest (application units) rebuild the unit without the
+	// objects another unit owns (ownership.go).
+	kust   *kustomizationArgs
+	digest string
+	// declared (the namespaces unit) are its namespaces and the fleets
+	// that declared them.
+	declared map[string]declaredNamespace
 }
 
 type unitFile struct {
@@ -234,5 +248,6 @@ func (c *compiler) run() (*Output, error) {
 	}
 	out.Rollouts = c.rollouts
 	out.Warnings = c.warns.list()
+	out.Notes = c.notes.list()
 	return out, nil
 }
