@@ -26,7 +26,10 @@
 //     units of a cluster producing one object is an error, except an
 //     application's copy of a Namespace its cluster's fleets declare, which
 //     is left out of the application's unit and merged into
-//     flotilla-namespaces (ownership.go).
+//     flotilla-namespaces (ownership.go). A unit whose sources hold an
+//     object no cluster can apply (no name, only generateName, a
+//     duplicate: render.ErrInvalidObject) is an error too; other render
+//     failures may depend on the cluster and are left to plan and the agent.
 //   - Write makes rendered/ hold exactly that, byte for byte, touching only
 //     files whose content changed and removing stale ones; Check mode
 //     reports the differences without writing.

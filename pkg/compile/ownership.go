@@ -1,6 +1,7 @@
 package compile
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path"
@@ -59,6 +60,9 @@ func (k objectKey) String() string {
 type unitObjects struct {
 	keys       []objectKey
 	namespaces map[string]namespaceMeta
+	// invalid is the render error of a unit whose sources hold an object
+	// no cluster can apply (render.ErrInvalidObject).
+	invalid error
 }
 
 // renderContents renders every distinct unit content of the drafts once,
@@ -131,6 +135,13 @@ func (c *compiler) renderContents(drafts []*clusterDraft) (map[*unitContent]*uni
 		wg.Go(func() {
 			for i := range next {
 				res, err := render.Unit(c.ctx, c.repo.Root, jobs[i].unit, render.Options{})
+				if errors.Is(err, render.ErrInvalidObject) {
+					// The sources themselves are wrong (an object without
+					// a name, a generateName, a duplicate): no cluster
+					// could apply it, so the hub says so now.
+					results[i] = &unitObjects{invalid: err}
+					continue
+				}
 				if err != nil {
 					continue
 				}
@@ -201,6 +212,15 @@ func (c *compiler) resolveOwnership(d *clusterDraft, objects map[*unitContent]*u
 	for _, u := range d.units {
 		uo := objects[d.contents[u.Name]]
 		if uo == nil {
+			continue
+		}
+		if uo.invalid != nil {
+			file, line, field := d.cl.Source.File, d.cl.Source.Line, ""
+			if app := d.apps[u.Name]; app != nil {
+				file, line, field = app.Source.File, app.Line("spec.source"), "spec.source"
+			}
+			c.errs.add(file, line, field, fleet.ErrInvalidValue, d.cluster, uo.invalid.Error())
+			ok = false
 			continue
 		}
 		for _, k := range uo.keys {

@@ -57,6 +57,7 @@ func TestOwnershipErrors(t *testing.T) {
 	tests := []struct {
 		name  string
 		build func(t *testing.T, root string) *fleet.Repo
+		class error // ErrConflict when nil
 		want  []string
 	}{
 		{
@@ -68,6 +69,15 @@ func TestOwnershipErrors(t *testing.T) {
 					Applications: []*fleet.Application{one, two}}
 			},
 			want: []string{"apps/two/app.yaml", "spec.source", "Deployment.apps shared/web is rendered by unit one (apps/one/app.yaml) and by unit two (apps/two/app.yaml)", "cluster b"},
+		},
+		{
+			name: "an object with only generateName",
+			build: func(t *testing.T, root string) *fleet.Repo {
+				app := appWithFiles(t, root, "web", map[string]string{"job.yaml": "apiVersion: batch/v1\nkind: Job\nmetadata:\n  generateName: migrate-\n  namespace: web\n"}, toClusters("a"))
+				return &fleet.Repo{Root: root, Clusters: []*fleet.Cluster{cluster("a", nil)}, Applications: []*fleet.Application{app}}
+			},
+			class: fleet.ErrInvalidValue,
+			want:  []string{"apps/web/app.yaml", "spec.source", "apps/web/m/job.yaml", "Job generateName migrate-", "has generateName but no metadata.name", "cluster a"},
 		},
 		{
 			name: "an application's namespace label contradicts the fleet's",
@@ -93,8 +103,12 @@ func TestOwnershipErrors(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			root := t.TempDir()
 			_, err := Compile(context.Background(), tt.build(t, root), Options{})
-			if !errors.Is(err, ErrConflict) {
-				t.Fatalf("err = %v, want ErrConflict", err)
+			class := tt.class
+			if class == nil {
+				class = ErrConflict
+			}
+			if !errors.Is(err, class) {
+				t.Fatalf("err = %v, want %v", err, class)
 			}
 			var list fleet.ErrorList
 			if !errors.As(err, &list) || len(list) != 1 {
