@@ -1,0 +1,21 @@
+package fleetstatus
+
+import "slices"
+
+// UnhealthyStates are the states `flotilla status --exit-code` fails on:
+// the cluster is broken, gone quiet, or its status cannot be believed.
+// Behind, PruneHeld, ClockSkew, Conflict and NoStatus are left to the
+// reader: they are expected for a while during a rollout or an install.
+var UnhealthyStates = []State{StateFailing, StateUnreachable, StateUntrusted}
+
+// Unhealthy returns the clusters of v in one of UnhealthyStates, in v's
+// order.
+func (v *View) Unhealthy() []ClusterView {
+	var out []ClusterView
+	for _, c := range v.Clusters {
+		if slices.Contains(UnhealthyStates, c.State) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
