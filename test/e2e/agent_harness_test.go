@@ -283,6 +283,7 @@ type inprocAgent struct {
 	loop    *reconcile.Loop
 	applier *apply.Applier
 	logs    *agentproc.Buffer
+	metrics *metrics.Metrics
 }
 
 // agentUser adds the cluster's agent user to the repo's server and returns
@@ -325,7 +326,23 @@ func newInprocAgent(t *testing.T, c *testenv.Cluster, spec agentSpec) *inprocAge
 		RESTConfig: cfg, Discovery: true, Metrics: m,
 		Interval: spec.interval, Workers: spec.workers, RenderTimeout: spec.renderTimeout,
 	})
-	return &inprocAgent{t: t, spec: spec, run: run, loop: run.Loop, applier: run.Applier, logs: run.Logs}
+	return &inprocAgent{t: t, spec: spec, run: run, loop: run.Loop, applier: run.Applier, logs: run.Logs, metrics: m}
+}
+
+// gauge reads an unlabelled gauge from the agent's registry (false when
+// the registry has no such series).
+func (a *inprocAgent) gauge(name string) (float64, bool) {
+	a.t.Helper()
+	fams, err := a.metrics.Registry().Gather()
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	for _, f := range fams {
+		if f.GetName() == name && len(f.GetMetric()) == 1 {
+			return f.GetMetric()[0].GetGauge().GetValue(), true
+		}
+	}
+	return 0, false
 }
 
 // start runs the loop in the background.
