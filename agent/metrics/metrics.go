@@ -210,11 +210,7 @@ func (m *Metrics) SetUnits(ready map[string]bool) {
 		}
 	}
 	for unit, ok := range ready {
-		v := 0.0
-		if ok {
-			v = 1
-		}
-		m.unitReady.WithLabelValues(unit).Set(v)
+		m.unitReady.WithLabelValues(unit).Set(gaugeBool(ok))
 		m.readyLabels[unit] = true
 	}
 }
@@ -240,11 +236,7 @@ func (m *Metrics) SetPruneHeld(held bool) {
 	if m == nil {
 		return
 	}
-	v := 0.0
-	if held {
-		v = 1
-	}
-	m.pruneHeld.Set(v)
+	m.pruneHeld.Set(gaugeBool(held))
 }
 
 // SetLeader records whether this replica leads.
@@ -252,11 +244,15 @@ func (m *Metrics) SetLeader(leading bool) {
 	if m == nil {
 		return
 	}
-	v := 0.0
-	if leading {
-		v = 1
+	m.leader.Set(gaugeBool(leading))
+}
+
+// gaugeBool is a boolean gauge's value: 1 for true.
+func gaugeBool(b bool) float64 {
+	if b {
+		return 1
 	}
-	m.leader.Set(v)
+	return 0
 }
 
 // SetRestarts publishes the exits recorded before this start (counts by
