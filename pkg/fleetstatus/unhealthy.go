@@ -4,8 +4,9 @@ import "slices"
 
 // UnhealthyStates are the states `flotilla status --exit-code` fails on:
 // the cluster is broken, gone quiet, or its status cannot be believed.
-// Behind, PruneHeld, ClockSkew, Conflict and NoStatus are left to the
-// reader: they are expected for a while during a rollout or an install.
+// Behind and NoStatus are normal during a rollout or an install;
+// PruneHeld, ClockSkew and Conflict wait for a person's decision and show
+// in the view.
 var UnhealthyStates = []State{StateFailing, StateUnreachable, StateUntrusted}
 
 // Unhealthy returns the clusters of v in one of UnhealthyStates, in v's
