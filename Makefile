@@ -39,10 +39,12 @@ prereqs: ## Check the host tools the tests and the demo need (tools/prereqs.sh)
 .PHONY: test
 test: prereqs tools build ## Build everything and run all tests against real components
 	go test $(GOTEST_FLAGS) ./...
+	cd test/monitoring && go test $(GOTEST_FLAGS) ./...
 
 .PHONY: test-unit
 test-unit: ## Run every test that needs no cluster (no tools built; -short skips the rest)
 	go test -short -timeout 10m ./...
+	cd test/monitoring && go test -short -timeout 10m ./...
 
 FUZZTIME ?= 5s
 .PHONY: fuzz
@@ -50,12 +52,14 @@ fuzz: ## Run each fuzz target for FUZZTIME (default 5s) beyond its seed corpus
 	@tools/fuzz.sh $(FUZZTIME)
 
 .PHONY: lint
-lint: ## gofmt, go vet, staticcheck, and go.mod/go.sum tidy (root and tools/)
+lint: ## gofmt, go vet, staticcheck, and go.mod/go.sum tidy (root, tools/ and test/monitoring)
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '^tools/')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	go vet ./...
+	cd test/monitoring && go vet ./...
 	@tools/build.sh "$(BIN)" staticcheck
 	$(BIN)/staticcheck ./...
-	@for m in . $$(ls -d tools/*/ | sed 's|/$$||'); do \
+	cd test/monitoring && $(BIN)/staticcheck ./...
+	@for m in . $$(ls -d tools/*/ | sed 's|/$$||') test/monitoring; do \
 		if ! (cd $$m && GOFLAGS=-tags=tools GOTOOLCHAIN=local go mod tidy -diff >/dev/null); then \
 			echo "go.mod/go.sum of $$m are not tidy: run (cd $$m && GOFLAGS=-tags=tools go mod tidy)"; exit 1; fi; \
 	done

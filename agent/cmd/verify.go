@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/pflag"
 
 	"github.com/flotilla-gitops/flotilla/agent/metrics"
@@ -74,21 +73,6 @@ func (o *options) verifyProblems() []string {
 	return nil
 }
 
-// verificationFailures is flotilla_verification_failures_total{reason}.
-func verificationFailures(reg prometheus.Registerer) (*prometheus.CounterVec, error) {
-	c := prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "flotilla_verification_failures_total",
-		Help: "Fetched commits refused by signature verification, by reason.",
-	}, []string{"reason"})
-	for _, r := range verify.Reasons {
-		c.WithLabelValues(r) // every series exists from the start, at 0
-	}
-	if err := reg.Register(c); err != nil {
-		return nil, err
-	}
-	return c, nil
-}
-
 // newVerifier builds the loop's commit verifier; nil in mode none (the
 // loop still refuses revisions of another branch). Strict mode's anchor
 // is kept in the cluster (store), so it survives restarts and failover.
@@ -108,11 +92,11 @@ func newVerifier(o *options, src *gitrepo.Source, store *state.Store, m *metrics
 		TrustRoot: o.verifyOpts.trustRoot,
 	}
 	if m != nil {
-		failures, err := verificationFailures(m.Registry())
+		refused, err := m.CountVerificationFailures(verify.Reasons)
 		if err != nil {
 			return nil, err
 		}
-		cfg.OnRefused = func(reason string) { failures.WithLabelValues(reason).Inc() }
+		cfg.OnRefused = refused
 	}
 	return verify.New(cfg)
 }

@@ -14,6 +14,13 @@
 //	flotilla_managed_objects                   objects the unit inventories own
 //	flotilla_leader                            1 while this replica holds the lease
 //	flotilla_kube_api_requests_total{type}     API requests: write, dry_run, read
+//	flotilla_prune_held                        1 while the cluster's PruneHeld condition is true
+//	flotilla_verification_failures_total{reason} refused commits (verify modes other than none)
+//	flotilla_agent_restarts_total{cause}       exits before this start, from --cache-dir
+//	flotilla_agent_last_exit_cause{cause}      1 for the last exit's cause
+//
+// manifests/monitoring's alerts and dashboard use these series; a test in
+// test/monitoring checks every name they use against this registry.
 //
 // Every method is safe on a nil *Metrics, so the loop runs without metrics
 // in tests.

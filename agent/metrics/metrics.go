@@ -50,6 +50,7 @@ type Metrics struct {
 	leader            prometheus.Gauge
 	restarts          *prometheus.CounterVec
 	lastExitCause     *prometheus.GaugeVec
+	pruneHeld         prometheus.Gauge
 
 	mu          sync.Mutex
 	revision    string
@@ -98,6 +99,10 @@ func New() *Metrics {
 			Name: "flotilla_agent_last_exit_cause",
 			Help: "1 for the cause of this agent's last exit before its current start; absent on a first start.",
 		}, []string{"cause"}),
+		pruneHeld: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "flotilla_prune_held",
+			Help: "1 while the cluster's PruneHeld condition is true: units left the slice but too many to prune without the deliberate command.",
+		}),
 		leader: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "flotilla_leader",
 			Help: "1 while this replica holds the leader lease (or runs without leader election).",
@@ -106,7 +111,7 @@ func New() *Metrics {
 	}
 	m.registry.MustRegister(
 		m.reconcileDuration, m.reconcileTotal, m.fetchDuration, m.appliedRevision,
-		m.unitReady, m.driftCorrections, m.managedObjects, m.leader, m.restarts, m.lastExitCause,
+		m.unitReady, m.driftCorrections, m.managedObjects, m.leader, m.restarts, m.lastExitCause, m.pruneHeld,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
@@ -136,6 +141,26 @@ func (m *Metrics) CountAPIRequests(c RequestCounts) {
 			ConstLabels: prometheus.Labels{"type": typ},
 		}, func() float64 { return float64(f()) }))
 	}
+}
+
+// CountVerificationFailures registers
+// flotilla_verification_failures_total{reason} with a series at 0 for each
+// of reasons, and returns the function counting one refusal.
+func (m *Metrics) CountVerificationFailures(reasons []string) (func(reason string), error) {
+	if m == nil {
+		return func(string) {}, nil
+	}
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "flotilla_verification_failures_total",
+		Help: "Fetched commits refused by signature verification, by reason.",
+	}, []string{"reason"})
+	for _, r := range reasons {
+		c.WithLabelValues(r)
+	}
+	if err := m.registry.Register(c); err != nil {
+		return nil, err
+	}
+	return func(reason string) { c.WithLabelValues(reason).Inc() }, nil
 }
 
 // ObserveCycle records one cycle's duration and result.
@@ -185,11 +210,7 @@ func (m *Metrics) SetUnits(ready map[string]bool) {
 		}
 	}
 	for unit, ok := range ready {
-		v := 0.0
-		if ok {
-			v = 1
-		}
-		m.unitReady.WithLabelValues(unit).Set(v)
+		m.unitReady.WithLabelValues(unit).Set(gaugeBool(ok))
 		m.readyLabels[unit] = true
 	}
 }
@@ -210,16 +231,28 @@ func (m *Metrics) SetManagedObjects(n int) {
 	m.managedObjects.Set(float64(n))
 }
 
+// SetPruneHeld records whether the cluster's prune is held.
+func (m *Metrics) SetPruneHeld(held bool) {
+	if m == nil {
+		return
+	}
+	m.pruneHeld.Set(gaugeBool(held))
+}
+
 // SetLeader records whether this replica leads.
 func (m *Metrics) SetLeader(leading bool) {
 	if m == nil {
 		return
 	}
-	v := 0.0
-	if leading {
-		v = 1
+	m.leader.Set(gaugeBool(leading))
+}
+
+// gaugeBool is a boolean gauge's value: 1 for true.
+func gaugeBool(b bool) float64 {
+	if b {
+		return 1
 	}
-	m.leader.Set(v)
+	return 0
 }
 
 // SetRestarts publishes the exits recorded before this start (counts by

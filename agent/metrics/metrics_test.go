@@ -63,6 +63,7 @@ func TestMetricsSeries(t *testing.T) {
 	m.AddDriftCorrections(0)
 	m.SetManagedObjects(42)
 	m.SetLeader(true)
+	m.SetPruneHeld(true)
 
 	got := series(t, m)
 	want := map[string]float64{
@@ -78,6 +79,7 @@ func TestMetricsSeries(t *testing.T) {
 		"flotilla_drift_corrections_total":                        2,
 		"flotilla_managed_objects":                                42,
 		"flotilla_leader":                                         1,
+		"flotilla_prune_held":                                     1,
 		"flotilla_kube_api_requests_total{type=write}":            3,
 		"flotilla_kube_api_requests_total{type=dry_run}":          2,
 		"flotilla_kube_api_requests_total{type=read}":             7,
@@ -110,5 +112,9 @@ func TestNilMetricsIsANoOp(t *testing.T) {
 	m.AddDriftCorrections(1)
 	m.SetManagedObjects(1)
 	m.SetLeader(true)
+	m.SetPruneHeld(true)
 	m.CountAPIRequests(counts{})
+	if _, err := m.CountVerificationFailures([]string{"unsigned"}); err != nil {
+		t.Error(err)
+	}
 }

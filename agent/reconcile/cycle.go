@@ -398,6 +398,7 @@ func (l *Loop) finish(ctx context.Context, rc *cycleRun, st *status.ClusterStatu
 	m.SetUnits(ready)
 	m.SetManagedObjects(managed)
 	m.SetAppliedRevision(st.AppliedRevision)
+	m.SetPruneHeld(status.PruneHeld(st) != "")
 
 	if rc.rev != nil && ctx.Err() == nil {
 		l.ready.Store(true)

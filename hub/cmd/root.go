@@ -13,11 +13,13 @@ import (
 )
 
 // Exit codes follow diff(1) for plan and render --check: 0 nothing to do,
-// 1 differences found, 2 trouble.
+// 1 differences found, 2 trouble. status --exit-code uses 1 for a cluster
+// Failing, Unreachable or Untrusted.
 const (
-	ExitOK      = 0
-	ExitChanges = 1
-	ExitError   = 2
+	ExitOK        = 0
+	ExitChanges   = 1
+	ExitUnhealthy = 1
+	ExitError     = 2
 )
 
 // exitError carries an exit code through cobra without printing usage.

@@ -79,6 +79,7 @@ func (o *statusOptions) readOptions() (fleetstatus.ReadOptions, error) {
 
 func newStatusCommand() *cobra.Command {
 	o := &statusOptions{}
+	var exitCode bool
 	c := &cobra.Command{
 		Use:   "status",
 		Short: "Show the fleet as the agents report it through Git",
@@ -113,7 +114,10 @@ in the fleet repo or in --status-repo), and prints one row per cluster:
 --repo is a URL (fetched into --cache-dir; only changed refs are fetched again)
 or a local directory (a clone or a bare repository, read in place; in a clone
 made by git, status refs are found under refs/remotes/origin/ when not local).
-Everything comes from Git: no cluster is contacted.`,
+Everything comes from Git: no cluster is contacted.
+
+Exit codes: 0 shown, 2 error; with --exit-code, 1 when a cluster is Failing,
+Unreachable or Untrusted (the view is printed all the same).`,
 		Example: `  # The fleet, from a local clone
   flotilla status --repo ./fleet
 
@@ -125,23 +129,38 @@ Everything comes from Git: no cluster is contacted.`,
 
   # One cluster, as JSON; or a Markdown table for a PR comment
   flotilla status --cluster edge-1 -o json
-  flotilla status -o markdown`,
+  flotilla status -o markdown
+
+  # In CI: fail (exit 1) when a cluster is Failing, Unreachable or Untrusted
+  flotilla status --repo https://git.example.com/fleet.git --exit-code`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			ro, err := o.readOptions()
 			if err != nil {
 				return err
 			}
-			return watch(c.Context(), c.OutOrStdout(), c.ErrOrStderr(), o, func(ctx context.Context, w io.Writer) error {
+			var unhealthy []fleetstatus.ClusterView
+			err = watch(c.Context(), c.OutOrStdout(), c.ErrOrStderr(), o, func(ctx context.Context, w io.Writer) error {
 				v, err := fleetstatus.Read(ctx, ro)
 				if err != nil {
 					return err
 				}
+				unhealthy = v.Unhealthy()
 				return fleetstatus.WriteFleet(w, v, o.output)
 			})
+			if err != nil || !exitCode || len(unhealthy) == 0 {
+				return err
+			}
+			// On stderr, so that -o json on stdout stays one document.
+			for _, cl := range unhealthy {
+				fmt.Fprintf(c.ErrOrStderr(), "unhealthy: %s %s\n", cl.Name, cl.State)
+			}
+			return exitError{code: ExitUnhealthy}
 		},
 	}
 	o.bind(c)
+	c.Flags().BoolVar(&exitCode, "exit-code", false, "exit 1 when a cluster is Failing, Unreachable or Untrusted, listing them on stderr (2 stays for errors): for CI jobs that gate or notify")
+	c.MarkFlagsMutuallyExclusive("exit-code", "watch")
 	c.AddCommand(newStatusRolloutCommand(o))
 	c.AddCommand(newStatusJobsCommand(o))
 	return c

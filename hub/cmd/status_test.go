@@ -81,6 +81,72 @@ func TestStatusCommand(t *testing.T) {
 	}
 }
 
+// TestStatusExitCode: with --exit-code, status exits 1 when a cluster is
+// Failing or Unreachable (Untrusted: pkg/fleetstatus' TestReader), naming
+// them on stderr, and 0 while the others are only InSync or NoStatus; the
+// view is printed either way.
+func TestStatusExitCode(t *testing.T) {
+	srv := gitserver.Start(t, gitserver.ForgeConfig("member1", "member2", "edge-1"))
+	url := srv.MustCreateRepo(t, "fleet", templateDir)
+	bare := srv.RepoPath("fleet")
+	rev := "main@sha1:" + srv.Head("fleet", "main")
+	publish := func(cluster string, now time.Time, doc *status.ClusterStatus) {
+		t.Helper()
+		w, err := status.NewWriter(status.WriterOptions{
+			Cluster: cluster, URL: url, HeartbeatInterval: 30 * time.Second, Now: func() time.Time { return now },
+			Auth: gitrepo.Auth{Username: gitserver.AgentUser(cluster), Password: srv.Password(gitserver.AgentUser(cluster))},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Publish(context.Background(), doc); err != nil {
+			t.Fatal(err)
+		}
+	}
+	healthy := &status.ClusterStatus{Cluster: "member1", DesiredRevision: rev, AppliedRevision: rev,
+		Units: []status.UnitStatus{{Name: "web", AppliedRevision: rev, Conditions: []metav1.Condition{readyCondition()}}}}
+	publish("member1", time.Now(), healthy)
+
+	stdout, stderr, code := runCLI(t, "status", "--repo", bare, "--exit-code")
+	if code != ExitOK || !strings.Contains(stdout, "InSync") || stderr != "" {
+		t.Errorf("member1 InSync, the others NoStatus: exit %d, want 0\n%s%s", code, stdout, stderr)
+	}
+
+	publish("member2", time.Now(), &status.ClusterStatus{Cluster: "member2", DesiredRevision: rev, LastError: "fetch: connection refused"})
+	edge := *healthy
+	edge.Cluster = "edge-1"
+	publish("edge-1", time.Now().Add(-2*time.Hour), &edge)
+
+	stdout, stderr, code = runCLI(t, "status", "--repo", bare, "--exit-code", "-o", "json")
+	if code != ExitUnhealthy {
+		t.Errorf("exit %d, want %d\n%s", code, ExitUnhealthy, stderr)
+	}
+	for _, want := range []string{"unhealthy: member2 Failing\n", "unhealthy: edge-1 Unreachable\n"} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, stderr)
+		}
+	}
+	if strings.Contains(stderr, "member1") {
+		t.Errorf("stderr names the healthy member1:\n%s", stderr)
+	}
+	var v fleetstatus.View
+	if err := json.Unmarshal([]byte(stdout), &v); err != nil || len(v.Clusters) != 3 {
+		t.Errorf("the view is still printed, as one JSON document: %v\n%s", err, stdout)
+	}
+
+	// Without the flag the same fleet exits 0, as before.
+	if _, stderr, code := runCLI(t, "status", "--repo", bare); code != ExitOK {
+		t.Errorf("without --exit-code: exit %d\n%s", code, stderr)
+	}
+	// An error is still 2, not 1.
+	if _, stderr, code := runCLI(t, "status", "--repo", filepath.Join(t.TempDir(), "nothing"), "--exit-code"); code != ExitError {
+		t.Errorf("a missing repo: exit %d, want %d\n%s", code, ExitError, stderr)
+	}
+	if _, stderr, code := runCLI(t, "status", "--repo", bare, "--exit-code", "--watch"); code != ExitError || !strings.Contains(stderr, "exit-code") {
+		t.Errorf("--exit-code with --watch: exit %d, want %d\n%s", code, ExitError, stderr)
+	}
+}
+
 func readyCondition() metav1.Condition {
 	return metav1.Condition{Type: status.ConditionReady, Status: metav1.ConditionTrue, Reason: status.ReasonSucceeded, LastTransitionTime: metav1.Now()}
 }

@@ -30,6 +30,8 @@
 // commit's while that one's heartbeat was within the Unreachable threshold
 // of the head's (two agents with one cluster name); a change of instance
 // after the old one went quiet is a re-install and accepted.
+// View.Unhealthy lists the clusters Failing, Unreachable or Untrusted
+// (UnhealthyStates), which `flotilla status --exit-code` exits 1 on.
 //
 // # Trust
 //

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -241,6 +242,15 @@ func testReadFleetGolden(t *testing.T, f *fixture) {
 		if c.State != want[c.Name] {
 			t.Errorf("%s: %s (%s), want %s", c.Name, c.State, c.Reason, want[c.Name])
 		}
+	}
+	// What `flotilla status --exit-code` fails on: Failing, Unreachable,
+	// Untrusted; not Behind, NoStatus or InSync.
+	var unhealthy []string
+	for _, c := range v.Unhealthy() {
+		unhealthy = append(unhealthy, c.Name)
+	}
+	if want := []string{"edge-1", "member2", "member4", "member5", "member6"}; !slices.Equal(unhealthy, want) {
+		t.Errorf("unhealthy: %v, want %v", unhealthy, want)
 	}
 	byName := map[string]ClusterView{}
 	for _, c := range v.Clusters {

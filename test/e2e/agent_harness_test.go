@@ -329,6 +329,26 @@ func newInprocAgent(t *testing.T, c *testenv.Cluster, spec agentSpec) *inprocAge
 	return &inprocAgent{t: t, spec: spec, run: run, loop: run.Loop, applier: run.Applier, logs: run.Logs, metrics: m}
 }
 
+// gauge reads an unlabelled gauge or counter from the agent's registry
+// (false when the registry has no such series).
+func (a *inprocAgent) gauge(name string) (float64, bool) {
+	a.t.Helper()
+	fams, err := a.metrics.Registry().Gather()
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	for _, f := range fams {
+		if f.GetName() == name && len(f.GetMetric()) == 1 {
+			m := f.GetMetric()[0]
+			if c := m.GetCounter(); c != nil {
+				return c.GetValue(), true
+			}
+			return m.GetGauge().GetValue(), true
+		}
+	}
+	return 0, false
+}
+
 // start runs the loop in the background.
 func (a *inprocAgent) start() { a.run.Start() }
 

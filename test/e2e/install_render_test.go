@@ -114,6 +114,8 @@ func TestInstallKustomizeEqualsHelm(t *testing.T) {
 			map[string]int{"Namespace": 1, "DaemonSet": 1, "ClusterRole": 1}},
 		{"manifests/overlays/namespaced", "test/e2e/testdata/chart-values/namespaced.yaml",
 			map[string]int{"ServiceAccount": 1, "ClusterRole": 1, "Role": 2, "RoleBinding": 2}},
+		{"test/e2e/testdata/monitoring-install", "test/e2e/testdata/chart-values/monitoring.yaml",
+			map[string]int{"ServiceMonitor": 1, "PrometheusRule": 1, "ConfigMap": 2, "DaemonSet": 1}},
 	}
 	for _, tc := range cases {
 		t.Run(filepath.Base(tc.kustomize), func(t *testing.T) {

@@ -102,17 +102,11 @@ func appliedAt(rev string) func(*status.ClusterStatus) bool {
 // driftMetric reads flotilla_drift_corrections_total.
 func driftMetric(t *testing.T, a *inprocAgent) float64 {
 	t.Helper()
-	mfs, err := a.metrics.Registry().Gather()
-	if err != nil {
-		t.Fatal(err)
+	v, ok := a.gauge("flotilla_drift_corrections_total")
+	if !ok {
+		t.Fatal("no flotilla_drift_corrections_total metric")
 	}
-	for _, mf := range mfs {
-		if mf.GetName() == "flotilla_drift_corrections_total" {
-			return mf.GetMetric()[0].GetCounter().GetValue()
-		}
-	}
-	t.Fatal("no flotilla_drift_corrections_total metric")
-	return 0
+	return v
 }
 
 // TestOwnershipAppShipsFleetNamespace: a podinfo-style application ships

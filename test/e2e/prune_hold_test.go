@@ -84,6 +84,10 @@ func TestEmptySliceHoldsPrune(t *testing.T) {
 	if st.AppliedRevision == rev2 {
 		t.Errorf("applied revision %s although the prune is held", rev2)
 	}
+	// FlotillaPruneHeld (manifests/monitoring) alerts on this gauge.
+	if v, ok := a.gauge("flotilla_prune_held"); v != 1 {
+		t.Errorf("flotilla_prune_held = %v (present %v) while the prune is held, want 1", v, ok)
+	}
 	// Status is written after the cycle's prune step: nothing was deleted.
 	for _, ns := range []string{nsA, nsB} {
 		assertLive(t, k, &corev1.Namespace{}, "", ns)
@@ -118,6 +122,9 @@ func TestEmptySliceHoldsPrune(t *testing.T) {
 	a.waitStatus(3*time.Minute, "PruneHeld cleared at "+rev3, func(st *status.ClusterStatus) bool {
 		return st.FetchedRevision == rev3 && status.PruneHeld(st) == ""
 	})
+	if v, ok := a.gauge("flotilla_prune_held"); v != 0 || !ok {
+		t.Errorf("flotilla_prune_held = %v (present %v) once the hold ended, want 0", v, ok)
+	}
 	// The namespace without others' objects goes; the other is kept.
 	waitFor(t, 3*time.Minute, "namespace "+nsA+" deleted", func() (bool, string) {
 		ns := &corev1.Namespace{}
