@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -182,7 +184,8 @@ can be run again at any time with the same answer for the same Git state:
   Unaffected   the commit did not change this cluster's slice
 
 REVISION is any revision of a local repository, or a full commit hash for a
-URL.`,
+URL. With a local clone whose applications are under a progressive rollout,
+the table also shows their waves, as flotilla rollout status does.`,
 		Example: `  # The latest merge
   flotilla status rollout --repo ./fleet
 
@@ -203,7 +206,10 @@ URL.`,
 				if err != nil {
 					return err
 				}
-				return fleetstatus.WriteRollout(w, r, o.output)
+				if err := fleetstatus.WriteRollout(w, r, o.output); err != nil {
+					return err
+				}
+				return writeWaves(ctx, w, o)
 			})
 		},
 	}
@@ -233,4 +239,28 @@ func watch(ctx context.Context, stdout, stderr io.Writer, o *statusOptions, show
 		case <-t.C:
 		}
 	}
+}
+
+// writeWaves appends the waves of progressive rollouts to a table or
+// Markdown view when --repo is a local clone that has any (the wave state
+// lives in its working tree, rendered/rollouts/); JSON and YAML stay one
+// document: flotilla rollout status -o json gives the waves.
+func writeWaves(ctx context.Context, w io.Writer, o *statusOptions) error {
+	if o.output != fleetstatus.FormatTable && o.output != fleetstatus.FormatMarkdown {
+		return nil
+	}
+	if entries, err := os.ReadDir(filepath.Join(o.repo, "rendered", "rollouts")); err != nil || len(entries) == 0 {
+		return nil
+	}
+	ro := &rolloutOptions{repo: o.repo, statusRepo: o.statusRepo, statusShards: o.statusShards, authDir: o.authDir,
+		output: fleetstatus.FormatTable, timeout: o.timeout, now: time.Now}
+	progress, _, err := readProgress(ctx, ro, nil)
+	if err != nil {
+		return fmt.Errorf("waves: %w", err)
+	}
+	if len(progress) == 0 {
+		return nil
+	}
+	fmt.Fprintln(w, "\nWaves (flotilla rollout status):")
+	return writeProgress(w, progress, fleetstatus.FormatTable)
 }

@@ -4,6 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os/exec"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -246,6 +249,15 @@ func TestRolloutWaves(t *testing.T) {
 	agents["d4"].waitFetched(t, head)
 	if v, _ := agents["d4"].liveVersion(t, "web"); v != "v1" {
 		t.Fatalf("web on d4 is %s before the last wave", v)
+	}
+	// flotilla status rollout shows the waves too, from a local clone.
+	clone := filepath.Join(t.TempDir(), "fleet")
+	if out, err := exec.Command("git", "clone", "-q", repo.srv.RepoPath(repo.name), clone).CombinedOutput(); err != nil {
+		t.Fatalf("git clone: %v\n%s", err, out)
+	}
+	if out, code := hubRun(t, "status", "rollout", "--repo", clone, "--status-repo", repo.srv.RepoPath(waveRepo)); code != 0 ||
+		!strings.Contains(out, "Waves (flotilla rollout status):") || !regexp.MustCompile(`(?m)^rest\s+d4\s+Held\b`).MatchString(out) {
+		t.Errorf("status rollout: exit %d, want the waves with d4 held:\n%s", code, out)
 	}
 
 	out = advanceWhenReady(t, repo, "web")
