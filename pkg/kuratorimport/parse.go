@@ -150,8 +150,6 @@ func ReadInputs(paths []string) (map[string][]byte, []string, error) {
 	return files, order, nil
 }
 
-var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
-
 // parseFile splits one file into Kurator objects. Empty documents are
 // skipped; a List's items are not unwrapped (Kurator examples never use one).
 func parseFile(file string, data []byte) ([]*object, error) {
@@ -165,12 +163,7 @@ func parseFile(file string, data []byte) ([]*object, error) {
 			break
 		}
 		if err != nil {
-			fe := &fleet.FieldError{File: file, Kind: fleet.ErrSyntax, Detail: err.Error()}
-			if m := yamlLine.FindStringSubmatch(err.Error()); m != nil {
-				fe.Line, _ = strconv.Atoi(m[1])
-				fe.Detail = m[2]
-			}
-			errs = append(errs, fe)
+			errs = append(errs, fleet.SyntaxError(file, data, err))
 			break
 		}
 		if len(doc.Content) == 0 || (doc.Content[0].Kind == yaml.ScalarNode && doc.Content[0].Tag == "!!null") {
