@@ -164,9 +164,9 @@ func (c *converter) destination(o *object, field string, d *destination) (fleet.
 	if d.ClusterSelector == nil || len(d.ClusterSelector.MatchLabels) == 0 {
 		return fleet.Destination{Fleet: c.names[f]}, true
 	}
-	members, ok := c.fleetMembers(f)
+	members, ok := c.members[f]
 	if !ok {
-		return fleet.Destination{}, false
+		return fleet.Destination{}, false // the Fleet's own error says why
 	}
 	sel := labels.SelectorFromSet(d.ClusterSelector.MatchLabels)
 	var names []string

@@ -41,13 +41,15 @@ type converter struct {
 	clusters map[string]*object // by kind ns/name
 	fleets   map[string]*object // by ns/name
 	names    map[*object]string // Flotilla names
+	// members are each valid Fleet's member clusters.
+	members map[*object][]*object
 }
 
 // Convert converts the Kurator documents in files (path → content, read
 // in the given order) into Flotilla files. On any error it returns a
 // fleet.ErrorList naming every problem's file, line and field, and no result.
 func Convert(files map[string][]byte, order []string) (*Result, error) {
-	c := &converter{res: &Result{Files: map[string][]byte{}}, clusters: map[string]*object{}, fleets: map[string]*object{}, names: map[*object]string{}}
+	c := &converter{res: &Result{Files: map[string][]byte{}}, clusters: map[string]*object{}, fleets: map[string]*object{}, names: map[*object]string{}, members: map[*object][]*object{}}
 	var objs []*object
 	seen := map[string]*object{}
 	for _, f := range order {
@@ -181,20 +183,26 @@ func (c *converter) cluster(o *object) {
 }
 
 // member finds the cluster a Fleet lists, in the fleet's namespace; an
-// empty kind matches either cluster kind when only one exists.
-func (c *converter) member(ns string, ref clusterRef) (*object, bool) {
-	if ref.Kind != "" {
-		o := c.clusters[ref.Kind+" "+ns+"/"+ref.Name]
-		return o, o != nil
+// empty kind matches either cluster kind. It returns nil and the problem
+// when there is not exactly one.
+func (c *converter) member(ns string, ref clusterRef) (*object, string) {
+	var found []*object
+	for _, k := range []string{kindAttachedCluster, kindCluster} {
+		if ref.Kind != "" && ref.Kind != k {
+			continue
+		}
+		if o := c.clusters[k+" "+ns+"/"+ref.Name]; o != nil {
+			found = append(found, o)
+		}
 	}
-	a, b := c.clusters[kindAttachedCluster+" "+ns+"/"+ref.Name], c.clusters[kindCluster+" "+ns+"/"+ref.Name]
-	if a != nil && b != nil {
-		return nil, false
+	switch len(found) {
+	case 1:
+		return found[0], ""
+	case 0:
+		return nil, fmt.Sprintf("no %s %s/%s among the inputs; pass its file too", orAny(ref.Kind), ns, ref.Name)
+	default:
+		return nil, fmt.Sprintf("both an AttachedCluster and a Cluster are named %s/%s; set kind", ns, ref.Name)
 	}
-	if a != nil {
-		return a, true
-	}
-	return b, b != nil
 }
 
 func (c *converter) fleetMembers(o *object) ([]*object, bool) {
@@ -211,9 +219,9 @@ func (c *converter) fleetMembers(o *object) ([]*object, bool) {
 			ok = false
 			continue
 		}
-		m, found := c.member(o.Meta.Namespace, ref)
-		if !found {
-			c.fail(o, field+".name", fleet.ErrDanglingReference, "no %s %s/%s among the inputs; pass its file too", orAny(ref.Kind), o.Meta.Namespace, ref.Name)
+		m, problem := c.member(o.Meta.Namespace, ref)
+		if m == nil {
+			c.fail(o, field+".name", fleet.ErrDanglingReference, "%s", problem)
 			ok = false
 			continue
 		}
@@ -234,6 +242,7 @@ func (c *converter) fleet(o *object) {
 	if !ok {
 		return
 	}
+	c.members[o] = members
 	c.res.Warnings = append(c.res.Warnings, unmapped(o)...)
 	var names []string
 	for _, m := range members {

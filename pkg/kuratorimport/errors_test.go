@@ -187,3 +187,28 @@ spec:
 		t.Errorf("apps/a/app.yaml:\n%s", got)
 	}
 }
+
+// TestOneErrorPerProblem: a Fleet with a missing member is reported once,
+// not again by each Application whose clusterSelector needs its members.
+func TestOneErrorPerProblem(t *testing.T) {
+	in := `apiVersion: fleet.kurator.dev/v1alpha1
+kind: Fleet
+metadata: {name: f}
+spec:
+  clusters: [{name: gone}]
+---
+apiVersion: apps.kurator.dev/v1alpha1
+kind: Application
+metadata: {name: a}
+spec:
+  source: {helmRepository: {url: "https://charts.example.com"}}
+  syncPolicies:
+  - destination: {fleet: f, clusterSelector: {matchLabels: {env: dev}}}
+    helm: {chart: {spec: {chart: x}}}
+`
+	_, err := Convert(map[string][]byte{"in.yaml": []byte(in)}, []string{"in.yaml"})
+	var l fleet.ErrorList
+	if !errors.As(err, &l) || len(l) != 1 || l[0].Line != 5 || !strings.Contains(l[0].Detail, "no AttachedCluster or Cluster default/gone") {
+		t.Fatalf("err = %v, want one error on line 5", err)
+	}
+}
