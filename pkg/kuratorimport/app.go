@@ -176,7 +176,7 @@ func (c *converter) destination(o *object, field string, d *destination) (fleet.
 		}
 	}
 	if len(names) == 0 {
-		c.warn(o, field+".clusterSelector", ErrNeedsAction, "no member of fleet %s matches %s: written as a label selector over all clusters, which matches none today", d.Fleet, sel)
+		c.warn(o, field+".clusterSelector", ErrNeedsAction, "no member of fleet %s matches %s: written as a selector over all clusters, which matches none today but would also match a cluster outside the fleet labelled so; review it", d.Fleet, sel)
 		return fleet.Destination{Selector: &metav1.LabelSelector{MatchLabels: d.ClusterSelector.MatchLabels}}, true
 	}
 	sort.Strings(names)
