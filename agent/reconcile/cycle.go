@@ -76,6 +76,16 @@ type cycleRun struct {
 	// shared source per cycle.
 	treesOnce sync.Once
 	trees     *slice.TreeHasher
+
+	// claims answers which unit owns an object (owners.go).
+	claimsOnce sync.Once
+	claims     *sliceOwners
+	loop       *Loop
+}
+
+func (rc *cycleRun) owners() *sliceOwners {
+	rc.claimsOnce.Do(func() { rc.claims = newSliceOwners(rc.loop, rc) })
+	return rc.claims
 }
 
 func (rc *cycleRun) hasher(dir string) *slice.TreeHasher {
@@ -86,7 +96,7 @@ func (rc *cycleRun) hasher(dir string) *slice.TreeHasher {
 func (l *Loop) cycle(ctx context.Context, pre *syncOutcome) (*status.ClusterStatus, error) {
 	l.cycleMu.Lock()
 	defer l.cycleMu.Unlock()
-	rc := &cycleRun{start: time.Now()}
+	rc := &cycleRun{start: time.Now(), loop: l}
 	var problems []loopProblem
 	l.progress.start(rc.start)
 	defer l.progress.end()
@@ -333,7 +343,7 @@ func (l *Loop) pruneRemoved(ctx context.Context, rc *cycleRun) {
 			if l.retainJob(ctx, name) {
 				return
 			}
-			res, err := l.cfg.Applier.Delete(ctx, name)
+			res, err := l.cfg.Applier.DeleteUnit(ctx, name, rc.owners())
 			mu.Lock()
 			defer mu.Unlock()
 			l.unitsMu.Lock()

@@ -31,10 +31,19 @@
 //     applied or pruned — and its error goes to status; if its objects
 //     drifted meanwhile, they are restored from the last revision it
 //     rendered at, while that checkout is still on disk.
+//     Objects are owned by one unit (owners.go, pkg/apply's ownership
+//     rule): an object labelled for another unit is taken over only when
+//     that unit no longer claims it at this revision (it left the slice,
+//     or its inventory at the slice's hash, else its render, lacks the
+//     object); otherwise the unit reports Conflict and the rest of it is
+//     applied. A stale object another unit of the slice renders is handed
+//     over (left in place, dropped from the inventory) rather than pruned,
+//     so an object moved between units in one commit is never deleted,
+//     whichever unit is applied first.
 //  5. units that left the slice are deleted through their inventories
-//     (Applier.Delete honours the prune flag they were applied with), after
-//     the others were applied, so an object moving between units is never
-//     deleted and re-created. When they are all the units with an inventory,
+//     (Applier.DeleteUnit honours the prune flag they were applied with, and
+//     hands over what another unit renders), after the others were applied,
+//     so an object moving between units is never deleted and re-created. When they are all the units with an inventory,
 //     or more than Config.PruneHoldFraction of them, and the slice is not
 //     marked decommission, none is deleted: the cluster's PruneHeld
 //     condition names them (prunehold.go, slice.HoldsPrune).

@@ -3,6 +3,8 @@ package reconcile
 import (
 	"context"
 
+	"github.com/fluxcd/cli-utils/pkg/object"
+
 	"github.com/flotilla-gitops/flotilla/pkg/apply"
 	"github.com/flotilla-gitops/flotilla/pkg/gitrepo"
 	"github.com/flotilla-gitops/flotilla/pkg/status"
@@ -39,7 +41,11 @@ type Applier interface {
 	Check(ctx context.Context, unit string, obs *apply.Observation) (*apply.UnitCheck, error)
 	CheckReady(ctx context.Context, unit string) (bool, []string, error)
 	Units(ctx context.Context) ([]string, error)
-	Delete(ctx context.Context, unit string) (*apply.UnitResult, error)
+	// DeleteUnit removes a unit that left the slice, handing over what
+	// owners says another unit claims.
+	DeleteUnit(ctx context.Context, unit string, owners apply.Owners) (*apply.UnitResult, error)
+	// ClaimedObjects is what a unit's inventory owns (apply.Owners).
+	ClaimedObjects(ctx context.Context, unit string) (hash string, ids []object.ObjMetadata, complete bool, err error)
 	Observe(ctx context.Context) (*apply.Observation, error)
 }
 

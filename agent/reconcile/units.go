@@ -183,7 +183,9 @@ func (l *Loop) reconcileUnit(ctx context.Context, rc *cycleRun, u slice.Unit, st
 		return l.submitJob(ctx, rc, u, st, out)
 	}
 	log.Debug("applying unit", "revision", rev.Revision, "objects", len(out.Objects))
-	res, err := l.cfg.Applier.Apply(ctx, l.request(u, rev.Revision, u.Hash, out, rc.obs))
+	req := l.request(u, rev.Revision, u.Hash, out, rc.obs)
+	req.Owners = rc.owners()
+	res, err := l.cfg.Applier.Apply(ctx, req)
 	if res != nil {
 		st.objects = res.ManagedObjects
 		l.countResult(rc, st, res)
@@ -206,6 +208,12 @@ func (l *Loop) reconcileUnit(ctx context.Context, rc *cycleRun, u slice.Unit, st
 		"unchanged", res.Unchanged, "pruned", len(res.Pruned), "driftCorrected", res.DriftCorrected}
 	if len(res.KeptNamespaces) > 0 {
 		attrs = append(attrs, "keptNamespaces", strings.Join(res.KeptNamespaces, "; "))
+	}
+	if len(res.TakenOver) > 0 {
+		attrs = append(attrs, "takenOver", strings.Join(res.TakenOver, "; "))
+	}
+	if len(res.HandedOver) > 0 {
+		attrs = append(attrs, "handedOver", strings.Join(res.HandedOver, "; "))
 	}
 	return outcome{reason: status.ReasonSucceeded, applied: true, log: "unit applied", logAttrs: attrs}
 }
@@ -304,6 +312,9 @@ func (l *Loop) waitReady(ctx context.Context, u slice.Unit) (bool, []string, err
 // only a change in Git can fix it (stalled).
 func classifyApply(err error) (reason string, stalled bool) {
 	switch {
+	case errors.Is(err, apply.ErrConflict):
+		// Resolved by Git (or the other unit letting go): retried every cycle.
+		return status.ReasonConflict, false
 	case errors.Is(err, apply.ErrHook):
 		// Hooks run once per revision of the unit.
 		return status.ReasonHookFailed, true

@@ -31,6 +31,8 @@ type renderOptions struct {
 	// reported capacity (render_capacity.go).
 	statusRepo string
 	authDir    string
+	// allWaves releases every wave of every rollout at once.
+	allWaves bool
 }
 
 func newRenderCommand() *cobra.Command {
@@ -76,6 +78,7 @@ differ, 2 invalid input or another error.`,
 	f.BoolVar(&o.progress, "progress", false, "report progress on stderr even when it is not a terminal")
 	f.StringVar(&o.statusRepo, "status-repo", "", "where GlobalJob BestFit placement reads the clusters' status (capacity): a URL or directory (default: --repo's own status refs when it is a Git repository)")
 	f.StringVar(&o.authDir, "git-credentials-dir", "", "directory with Git credentials for --status-repo (files username, password, bearerToken, identity, known_hosts, ca.crt)")
+	f.BoolVar(&o.allWaves, "all-waves", false, "EMERGENCY: release every wave of every rollout at once (recorded in rendered/rollouts/ and named by plan)")
 	return c
 }
 
@@ -89,6 +92,7 @@ type renderSummary struct {
 	Charts   []chartSummary   `json:"charts,omitempty"`
 	Changes  *compile.Changes `json:"changes,omitempty"`
 	Warnings []errorSummary   `json:"warnings,omitempty"`
+	Notes    []string         `json:"notes,omitempty"`
 	Errors   []errorSummary   `json:"errors,omitempty"`
 	Seconds  float64          `json:"seconds"`
 	Scope    []string         `json:"scope,omitempty"`
@@ -148,6 +152,9 @@ func runRender(ctx context.Context, stdout, stderr io.Writer, o *renderOptions) 
 	if err != nil {
 		return reportInputErrors(stdout, stderr, o.output, sum, err)
 	}
+	if o.allWaves {
+		fmt.Fprintln(stderr, "WARNING: --all-waves: every wave of every rollout is released at once; no cluster is held")
+	}
 	progress := newProgress(stderr, o.progress)
 	statusRepo := o.statusRepo
 	if statusRepo == "" {
@@ -159,12 +166,15 @@ func runRender(ctx context.Context, stdout, stderr io.Writer, o *renderOptions) 
 		StatusRepo:    statusRepo,
 		StatusAuthDir: o.authDir,
 		Warn:          func(msg string) { fmt.Fprintf(stderr, "warning: %s\n", msg) },
+		Rollout:       &compile.RolloutOptions{AllWaves: o.allWaves},
 	})
 	if err != nil {
 		return reportInputErrors(stdout, stderr, o.output, sum, err)
 	}
 	sum.Warnings = append(sum.Warnings, summarizeErrors(out.Warnings)...)
 	printWarnings(stderr, out.Warnings)
+	printNotes(stderr, out.Notes)
+	sum.Notes = out.Notes
 	ch, err := compile.Write(ctx, root, out, compile.WriteOptions{Check: o.check, Progress: progress.files})
 	if err != nil {
 		return err
@@ -249,6 +259,13 @@ func reportInputErrors(stdout, stderr io.Writer, format string, sum any, err err
 	}
 	fmt.Fprintf(stderr, "%s found\n", plural.Count(len(list), "problem", "problems"))
 	return exitError{code: ExitError}
+}
+
+// printNotes prints what the compiler decided on the user's behalf.
+func printNotes(w io.Writer, notes []string) {
+	for _, n := range notes {
+		fmt.Fprintf(w, "note: %s\n", n)
+	}
 }
 
 func printWarnings(w io.Writer, l fleet.ErrorList) {

@@ -26,7 +26,9 @@ type validateSummary struct {
 	Fleets       int            `json:"fleets"`
 	Applications int            `json:"applications"`
 	Warnings     []errorSummary `json:"warnings,omitempty"`
-	Errors       []errorSummary `json:"errors,omitempty"`
+	// Notes are what the compiler decided on the user's behalf.
+	Notes  []string       `json:"notes,omitempty"`
+	Errors []errorSummary `json:"errors,omitempty"`
 }
 
 func newValidateCommand() *cobra.Command {
@@ -81,6 +83,8 @@ func runValidate(ctx context.Context, stdout, stderr io.Writer, o *validateOptio
 	}
 	sum.Warnings = append(sum.Warnings, summarizeErrors(out.Warnings)...)
 	printWarnings(stderr, out.Warnings)
+	printNotes(stderr, out.Notes)
+	sum.Notes = out.Notes
 	sum.Valid = true
 	if o.output == "json" {
 		return writeJSON(stdout, sum)

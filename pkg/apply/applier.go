@@ -160,6 +160,10 @@ type UnitRequest struct {
 	// unit is Ready, once per Hash (see hooks.go). They are not part of
 	// the inventory's objects.
 	Hooks []Hook
+	// Owners says which units claim an object at this revision
+	// (ownership.go); nil judges other units by their inventories and
+	// releases nothing.
+	Owners Owners
 }
 
 // UnitResult says what Apply did. It is returned (partially filled) with
@@ -194,6 +198,13 @@ type UnitResult struct {
 	NotReady []string
 	// ManagedObjects counts the objects the unit's inventory now owns.
 	ManagedObjects int
+	// Conflicts were not applied: another unit owns them and still
+	// claims them ("Kind/namespace/name belongs to unit X"); the apply
+	// then fails with ErrConflict. TakenOver were owned by a unit that no
+	// longer claims them ("… from unit X"); HandedOver left this unit's
+	// inventory without a delete for the unit that now claims them ("…
+	// to unit X").
+	Conflicts, TakenOver, HandedOver []string
 }
 
 // Applied is the number of objects written (created or configured).
@@ -234,6 +245,10 @@ type work struct {
 	// replaced by dryRun (replace): written even when the apply after
 	// it changes nothing.
 	replaced bool
+	// live is the live metadata when plan read it.
+	live *liveMeta
+	// conflict: another unit owns the object (ownership.go).
+	conflict bool
 }
 
 // Apply applies one unit: see the package documentation.
@@ -264,6 +279,10 @@ func (a *Applier) Apply(ctx context.Context, u UnitRequest) (*UnitResult, error)
 	if err != nil {
 		return res, fmt.Errorf("unit %s: %w", u.Name, err)
 	}
+	toApply, conflicts, err := a.claimConflicts(ctx, u, prev, toApply, res)
+	if err != nil {
+		return res, fmt.Errorf("unit %s: %w", u.Name, err)
+	}
 	desiredIDs := make(map[object.ObjMetadata]bool, len(ds))
 	for _, d := range ds {
 		desiredIDs[d.id] = true
@@ -275,7 +294,16 @@ func (a *Applier) Apply(ctx context.Context, u UnitRequest) (*UnitResult, error)
 		}
 	}
 
-	if len(toApply) == 0 && len(stale) == 0 && prev.resourceVersion != "" && prev.Hash == u.Hash && prev.Prune == u.Prune {
+	// Stale objects another unit now renders are handed over, not pruned;
+	// held ones (whose claimant could not be told) stay for the next apply.
+	var held []Entry
+	var releaseErr error
+	if u.Prune {
+		stale, held, releaseErr = a.release(ctx, u.Name, u.Owners, stale, res)
+	}
+
+	if len(toApply) == 0 && len(stale) == 0 && len(held) == 0 && len(conflicts) == 0 && len(res.HandedOver) == 0 &&
+		prev.resourceVersion != "" && prev.Hash == u.Hash && prev.Prune == u.Prune {
 		res.Skipped = true
 		res.ManagedObjects = len(prev.IDs(Applied))
 		if err := a.finishHealth(ctx, u, ds, res); err != nil {
@@ -309,7 +337,10 @@ func (a *Applier) Apply(ctx context.Context, u UnitRequest) (*UnitResult, error)
 		prev = next
 	}
 
-	var errs []error
+	errs := append([]error(nil), conflicts...)
+	if releaseErr != nil {
+		errs = append(errs, releaseErr)
+	}
 	applyErr := a.applyStages(ctx, u, toApply, direct, res)
 	if applyErr != nil {
 		errs = append(errs, applyErr)
@@ -332,12 +363,13 @@ func (a *Applier) Apply(ctx context.Context, u UnitRequest) (*UnitResult, error)
 			res.Orphaned = append(res.Orphaned, e.Subject())
 		}
 	}
+	keepStale = append(keepStale, held...)
 
 	next := &Inventory{
 		Unit: u.Name, Cluster: a.opts.Cluster, Revision: prev.Revision, Hash: u.Hash, Prune: u.Prune,
 		Hooks: prev.Hooks, resourceVersion: prev.resourceVersion,
 	}
-	if applyErr != nil {
+	if applyErr != nil || len(conflicts) > 0 {
 		// The unchanged shortcut must not trust a hash whose apply failed.
 		next.Hash = prev.Hash
 	}
@@ -347,7 +379,7 @@ func (a *Applier) Apply(ctx context.Context, u UnitRequest) (*UnitResult, error)
 			next.Entries = append(next.Entries, *w.entry)
 		case w.prev != nil:
 			next.Entries = append(next.Entries, *w.prev)
-		case !w.d.gitDisabled:
+		case !w.d.gitDisabled && !w.conflict:
 			// Not applied (an earlier failure) and new: keep it pending.
 			next.Entries = append(next.Entries, Entry{ID: w.d.id, Version: w.d.version, State: Pending})
 		}

@@ -133,9 +133,25 @@
 // written; until the post hooks of a hash have run, Check reports
 // HooksPending and UpToDate is false.
 //
+// # Ownership
+//
+// An object whose live copy carries another unit's flotilla.dev/unit label
+// is taken over only when that unit no longer claims it
+// (UnitRequest.Owners, which the agent answers from its slice; without
+// one, a unit claims what its inventory lists). Otherwise it is not
+// applied, UnitResult.Conflicts names it and its owner, the rest of the
+// unit is applied and Apply fails with ErrConflict; the unit's hash is not
+// recorded, so the next Apply asks again. Objects without Flotilla's
+// labels are adopted. A stale object that Owners says another unit claims
+// is released — dropped from the inventory, not deleted
+// (UnitResult.HandedOver) — in Apply and in DeleteUnit, so an object moved
+// between units is handed over without a delete in either order. When
+// Owners cannot tell, the stale object is held: kept in the inventory, not
+// deleted, and reported as an ErrPrune error until it can.
+//
 // # Errors
 //
-// Errors are classified with errors.Is (ErrInvalid, ErrEmpty, ErrApply,
+// Errors are classified with errors.Is (ErrInvalid, ErrEmpty, ErrApply, ErrConflict,
 // ErrImmutable, ErrPrune, ErrHealthTimeout, ErrHealthFailed, ErrInventory,
 // ErrNoInventory, ErrHook) and errors.As (*ObjectError names the object). Errors about
 // Secrets never contain their data: API server messages are masked.

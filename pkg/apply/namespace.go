@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -86,6 +88,11 @@ func (a *Applier) firstUnmanaged(ctx context.Context, gvk schema.GroupVersionKin
 		err := a.client.List(rctx, list, client.InNamespace(ns), client.MatchingLabelsSelector{Selector: sel},
 			client.Limit(namespaceListPage), client.Continue(cont))
 		cancel()
+		if apierrors.IsNotFound(err) || meta.IsNoMatchError(err) {
+			// The kind went away since discovery (its CRD was deleted):
+			// no object of it is left in ns.
+			return "", nil
+		}
 		if err != nil {
 			return "", fmt.Errorf("namespace %s: list %s: %w", ns, gvk.Kind, err)
 		}

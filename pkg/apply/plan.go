@@ -92,6 +92,7 @@ func (a *Applier) plan(ctx context.Context, u UnitRequest, ds []*desired, prev *
 			res.ChangeSet = append(res.ChangeSet, changeEntry(d, ssa.UnchangedAction))
 		default:
 			w.drift = true
+			w.live = &live
 			toApply = append(toApply, w)
 		}
 	}

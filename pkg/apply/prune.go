@@ -72,6 +72,12 @@ func (a *Applier) prune(ctx context.Context, unit string, stale []Entry, res *Un
 // (as Stale entries) for the next call. ErrNoInventory when the unit has
 // none.
 func (a *Applier) Delete(ctx context.Context, unit string) (*UnitResult, error) {
+	return a.DeleteUnit(ctx, unit, nil)
+}
+
+// DeleteUnit is Delete, except that objects owners says another unit
+// claims are released rather than pruned (handed over, see Owners).
+func (a *Applier) DeleteUnit(ctx context.Context, unit string, owners Owners) (*UnitResult, error) {
 	res := &UnitResult{Unit: unit}
 	if err := validateUnitName(unit); err != nil {
 		return res, err
@@ -90,7 +96,10 @@ func (a *Applier) Delete(ctx context.Context, unit string) (*UnitResult, error) 
 		}
 		return res, a.deleteInventory(ctx, inv)
 	}
-	failed, pruneErr := a.prune(ctx, unit, inv.Entries, res)
+	entries, held, releaseErr := a.release(ctx, unit, owners, inv.Entries, res)
+	failed, pruneErr := a.prune(ctx, unit, entries, res)
+	failed = append(failed, held...)
+	pruneErr = errors.Join(releaseErr, pruneErr)
 	if len(failed) == 0 {
 		return res, a.deleteInventory(ctx, inv)
 	}

@@ -99,6 +99,12 @@ func (a *Applier) allAbsent(ctx context.Context, toApply []*work) (bool, error) 
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(a.opts.Concurrency)
 	for _, w := range toApply {
+		if w.live != nil { // read by claimConflicts
+			if w.live.exists {
+				found.Store(true)
+			}
+			continue
+		}
 		g.Go(func() error {
 			l, err := a.readLive(gctx, w.d.obj.GroupVersionKind(), w.d.id)
 			if l.exists {

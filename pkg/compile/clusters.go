@@ -52,12 +52,29 @@ func (c *compiler) compileClusters(clusters []*fleet.Cluster) ([]*ClusterOutput,
 		if err = c.ctx.Err(); err != nil {
 			break
 		}
-		d := c.draftCluster(cl)
+		if drafts[i] = c.draftCluster(cl); drafts[i] == nil {
+			progress()
+		}
+	}
+	// Every unit's objects are known before any slice is finished: two
+	// units claiming one object is an error, and an application's copy
+	// of a fleet namespace changes both units (ownership.go).
+	var objects map[*unitContent]*unitObjects
+	if err == nil {
+		objects, err = c.renderContents(drafts)
+	}
+	for i, d := range drafts {
+		if err != nil {
+			break
+		}
 		if d == nil {
+			continue
+		}
+		if !c.resolveOwnership(d, objects) {
+			drafts[i] = nil
 			progress()
 			continue
 		}
-		drafts[i] = d
 		work <- i
 	}
 	close(work)
@@ -81,10 +98,13 @@ func (c *compiler) compileClusters(clusters []*fleet.Cluster) ([]*ClusterOutput,
 
 // clusterDraft is a cluster's units, dependencies set, before ordering.
 type clusterDraft struct {
+	cl           *fleet.Cluster
 	cluster      string
 	decommission bool
 	units        []slice.Unit
 	contents     map[string]*unitContent
+	// apps are the application units' applications.
+	apps map[string]*fleet.Application
 }
 
 // finish orders the draft's units and lays out its files. It touches no
@@ -112,7 +132,7 @@ func (c *compiler) draftCluster(cl *fleet.Cluster) *clusterDraft {
 	name := cl.Metadata.Name
 	if cl.Spec.Decommission {
 		// No units, and the marker that lets the agent prune them all.
-		return &clusterDraft{cluster: name, decommission: true}
+		return &clusterDraft{cl: cl, cluster: name, decommission: true}
 	}
 	type pending struct {
 		unit    slice.Unit
@@ -181,6 +201,11 @@ func (c *compiler) draftCluster(cl *fleet.Cluster) *clusterDraft {
 			}
 			u.Helm = &slice.HelmRelease{Chart: p.chartDir, ReleaseName: release, Values: path.Join(u.Path, slice.ValuesFile)}
 		}
+		var kept bool
+		if u, content, kept = c.holdUnit(p, cl, u, content); !kept {
+			failed = true
+			continue
+		}
 		present[a.Metadata.Name] = true
 		units = append(units, pending{unit: u, content: content, app: a})
 	}
@@ -209,10 +234,13 @@ func (c *compiler) draftCluster(cl *fleet.Cluster) *clusterDraft {
 	if failed {
 		return nil
 	}
-	d := &clusterDraft{cluster: name, units: make([]slice.Unit, len(units)), contents: make(map[string]*unitContent, len(units))}
+	d := &clusterDraft{cl: cl, cluster: name, units: make([]slice.Unit, len(units)), contents: make(map[string]*unitContent, len(units)), apps: map[string]*fleet.Application{}}
 	for i, u := range units {
 		d.units[i] = u.unit
 		d.contents[u.unit.Name] = u.content
+		if u.app != nil {
+			d.apps[u.unit.Name] = u.app
+		}
 	}
 	return d
 }

@@ -32,6 +32,9 @@ type Options struct {
 	// Placed are the BestFit GlobalJobs already placed, which stay where
 	// they are; Compile reads no rendered/ of its own.
 	Placed PlacedJobs
+	// Rollout holds back changed applications under a rollout
+	// (rollout.go); nil releases every wave.
+	Rollout *RolloutOptions
 }
 
 // PlacedJobs maps a GlobalJob's name to the clusters whose committed slice
@@ -49,6 +52,14 @@ type Output struct {
 	Charts []chartvendor.VendoredChart
 	// Warnings are problems that do not stop the render.
 	Warnings fleet.ErrorList
+	// Shared are generated files outside any cluster's directory — the
+	// rollout snapshots and states — sorted by path.
+	Shared []File
+	// Rollouts are the applications under a rollout, by name.
+	Rollouts []RolloutResult
+	// Notes say what the compiler decided on the user's behalf (an
+	// application's copy of a fleet namespace left out), one line each.
+	Notes []string
 }
 
 // ClusterOutput is one cluster's slice and its files.
@@ -98,6 +109,7 @@ func Compile(ctx context.Context, repo *fleet.Repo, opts Options) (*Output, erro
 		opts:   opts,
 		hasher: slice.NewTreeHasher(repo.Root),
 		nsMemo: map[string]*unitContent{},
+		owned:  map[string]*unitContent{},
 	}
 	return c.run()
 }
@@ -112,10 +124,21 @@ type compiler struct {
 	apps   []*appPlan
 	charts []chartvendor.VendoredChart
 	nsMemo map[string]*unitContent
+	// owned memoises units rebuilt by the ownership rules (ownership.go).
+	owned map[string]*unitContent
+	notes noteCollector
 	// fleetState: policies, identities and routes (fleetunits.go).
 	fleetState *fleetUnitState
 	// volcano: queues and GlobalJobs (volcano.go).
 	volcano *volcanoState
+	// rollouts are the applications under a rollout, once compiled;
+	// lastCommitted caches the committed slice of the cluster being
+	// drafted (rollout.go).
+	rollouts      []RolloutResult
+	lastCommitted struct {
+		cluster string
+		slice   *slice.Slice
+	}
 }
 
 // appPlan is what the compiler derives once per application and reuses for
@@ -141,6 +164,8 @@ type appPlan struct {
 	digest string
 	memo   map[string]*unitContent
 	broken bool
+	// rollout is set when the application has waves (rollout.go).
+	rollout *rolloutPlan
 }
 
 type policyPlan struct {
@@ -159,6 +184,13 @@ type unitContent struct {
 	files     []unitFile
 	namespace string
 	hash      string
+	// kust and digest (application units) rebuild the unit without the
+	// objects another unit owns (ownership.go).
+	kust   *kustomizationArgs
+	digest string
+	// declared (the namespaces unit) are its namespaces and the fleets
+	// that declared them.
+	declared map[string]declaredNamespace
 }
 
 type unitFile struct {
@@ -193,6 +225,9 @@ func (c *compiler) run() (*Output, error) {
 		if !c.errs.empty() {
 			return nil, c.errs.list()
 		}
+		if err := c.planRollouts(); err != nil {
+			return nil, err
+		}
 	}
 	out := &Output{Charts: c.charts}
 	if len(c.opts.Clusters) > 0 {
@@ -208,6 +243,11 @@ func (c *compiler) run() (*Output, error) {
 	if !c.errs.empty() {
 		return nil, c.errs.list()
 	}
+	if out.Shared, err = c.rolloutFiles(compiled); err != nil {
+		return nil, err
+	}
+	out.Rollouts = c.rollouts
 	out.Warnings = c.warns.list()
+	out.Notes = c.notes.list()
 	return out, nil
 }

@@ -17,6 +17,16 @@
 //     values, and a slice.yaml listing the units in dependency order with a
 //     hash over everything each unit's render reads. Work that cannot
 //     differ between clusters is done once and shared.
+//   - Applications under a rollout (rollout.go) read their sources from a
+//     content-addressed snapshot under rendered/snapshots/, and clusters
+//     whose wave is not released keep their committed unit byte for byte;
+//     the rollout state (pkg/rollout) is generated alongside.
+//   - Every distinct unit is rendered once (pkg/render, as the agent
+//     renders it) so that the compiler knows each unit's objects: two
+//     units of a cluster producing one object is an error, except an
+//     application's copy of a Namespace its cluster's fleets declare, which
+//     is left out of the application's unit and merged into
+//     flotilla-namespaces (ownership.go).
 //   - Write makes rendered/ hold exactly that, byte for byte, touching only
 //     files whose content changed and removing stale ones; Check mode
 //     reports the differences without writing.

@@ -6,6 +6,20 @@ import (
 	"github.com/flotilla-gitops/flotilla/pkg/fleet"
 )
 
+// kustomizationArgs are what an application unit's kustomization.yaml is
+// generated from.
+type kustomizationArgs struct {
+	namespace string
+	resources []string
+	patches   []fleet.Patch
+	images    map[string]fleet.Image
+	replicas  map[string]int64
+}
+
+func (k *kustomizationArgs) marshal() ([]byte, error) {
+	return marshalKustomization(k.namespace, k.resources, k.patches, k.images, k.replicas)
+}
+
 // marshalKustomization writes a unit's kustomization.yaml: the source as
 // resources, then the destination's customisations in the order kustomize
 // applies them (namespace, patches, images, replicas). Images and replicas

@@ -55,24 +55,51 @@ func (c *compiler) buildNamespacesUnit(cl *fleet.Cluster, fleets []*fleet.Fleet)
 	if !ok || len(byName) == 0 {
 		return nil
 	}
+	u, err := namespacesContent(byName, nil)
+	if err != nil {
+		c.errs.addf(cl.Source.File, cl.Source.Line, "", fleet.ErrInvalidValue, cl.Metadata.Name, "generate namespaces: %v", err)
+		return nil
+	}
+	return u
+}
+
+// namespaceMeta is the labels and annotations of a Namespace.
+type namespaceMeta struct {
+	labels, annotations map[string]string
+}
+
+// namespacesContent generates the namespaces unit for the declared
+// namespaces, with merged's labels and annotations (applications' copies
+// of them, ownership.go) added to the fleets'.
+func namespacesContent(byName map[string]declaredNamespace, merged map[string]namespaceMeta) (*unitContent, error) {
 	docs := make([]any, 0, len(byName))
 	for _, name := range sortedKeys(byName) {
 		ns := byName[name].spec
+		m := merged[name]
 		meta := orderedMap{{"name", ns.Name}}.
-			add("labels", stringMap(ns.Labels)).
-			add("annotations", stringMap(ns.Annotations))
+			add("labels", stringMap(union(ns.Labels, m.labels))).
+			add("annotations", stringMap(union(ns.Annotations, m.annotations)))
 		docs = append(docs, orderedMap{{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", meta}})
 	}
 	nsData, err := marshalDocs(docs...)
 	if err != nil {
-		c.errs.addf(cl.Source.File, cl.Source.Line, "", fleet.ErrInvalidValue, cl.Metadata.Name, "generate namespaces: %v", err)
-		return nil
+		return nil, err
 	}
 	kust, err := marshalKustomization("", []string{NamespacesFile}, nil, nil, nil)
 	if err != nil {
-		c.errs.addf(cl.Source.File, cl.Source.Line, "", fleet.ErrInvalidValue, cl.Metadata.Name, "generate namespaces: %v", err)
-		return nil
+		return nil, err
 	}
 	files := []unitFile{{name: KustomizationFile, data: kust}, {name: NamespacesFile, data: nsData}}
-	return &unitContent{files: files, hash: unitHash(files, "")}
+	return &unitContent{files: files, hash: unitHash(files, ""), declared: byName}, nil
+}
+
+// union is a's entries plus b's (b does not override a; callers check for
+// conflicts first).
+func union(a, b map[string]string) map[string]string {
+	if len(b) == 0 {
+		return a
+	}
+	out := maps.Clone(b)
+	maps.Copy(out, a)
+	return out
 }

@@ -40,6 +40,10 @@ type PipelineOptions struct {
 	// Warn receives the status documents that could not be used; nil
 	// drops them.
 	Warn func(msg string)
+	// Rollout is where held units, snapshots and rollout states are read
+	// (nil: rendered/ under the repo root), the states that replace the
+	// committed ones, and whether every wave is released at once.
+	Rollout *RolloutOptions
 }
 
 // SliceReader reads one cluster's committed slice; an error means it has
@@ -76,6 +80,15 @@ func Pipeline(ctx context.Context, repo *fleet.Repo, opts PipelineOptions) (*Out
 		Charts:       opts.Charts,
 		ValidateOnly: opts.ValidateOnly,
 		Progress:     opts.Progress,
+		Rollout:      opts.Rollout,
+	}
+	if co.Rollout == nil {
+		co.Rollout = &RolloutOptions{}
+	}
+	if co.Rollout.Committed == nil {
+		ro := *co.Rollout
+		ro.Committed = CommittedAt(repo.Root)
+		co.Rollout = &ro
 	}
 	if co.Charts == nil {
 		co.Charts = chartvendor.VendorCharts

@@ -139,12 +139,13 @@ func (c *compiler) buildAppUnit(p *appPlan, matched []*policyPlan, cl *fleet.Clu
 	if !ok {
 		return nil
 	}
-	kust, err := marshalKustomization(namespace, p.resources, patches, images, replicas)
+	args := &kustomizationArgs{namespace: namespace, resources: p.resources, patches: patches, images: images, replicas: replicas}
+	kust, err := args.marshal()
 	if err != nil {
 		c.field(a, "spec", fleet.ErrInvalidValue, name, "generate kustomization: %v", err)
 		return nil
 	}
-	u := &unitContent{namespace: namespace, files: []unitFile{{name: KustomizationFile, data: kust}}}
+	u := &unitContent{namespace: namespace, files: []unitFile{{name: KustomizationFile, data: kust}}, kust: args, digest: p.digest}
 	if p.kind == slice.UnitHelm {
 		vals, err := marshalValues(values)
 		if err != nil {

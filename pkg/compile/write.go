@@ -60,8 +60,12 @@ func (c Changes) All() []string {
 // Every path is checked before anything is written.
 func Write(ctx context.Context, root string, out *Output, opts WriteOptions) (Changes, error) {
 	want := make(map[string][]byte)
+	files := make([][]File, 0, len(out.Clusters)+1)
 	for _, co := range out.Clusters {
-		for _, f := range co.Files {
+		files = append(files, co.Files)
+	}
+	for _, fs := range append(files, out.Shared) {
+		for _, f := range fs {
 			if err := checkGeneratedPath(f.Path); err != nil {
 				return Changes{}, err
 			}
@@ -82,6 +86,14 @@ func Write(ctx context.Context, root string, out *Output, opts WriteOptions) (Ch
 	existing, dirs, err := listTree(ctx, root, scopes)
 	if err != nil {
 		return Changes{}, err
+	}
+	if out.Scope != nil {
+		// Shared files lie outside the scope's directories.
+		for _, f := range out.Shared {
+			if _, err := os.Lstat(filepath.Join(root, filepath.FromSlash(f.Path))); err == nil {
+				existing[f.Path] = true
+			}
+		}
 	}
 	var ch Changes
 	var compare []string

@@ -33,6 +33,7 @@ func FuzzLoad(f *testing.F) {
 		clusterHead + "spec: &s\n  apiVersions: [*s]\n",
 		"a: &a [x, x]\nb: &b [*a, *a]\nc: [*b, *b]\n",
 		"- a\n",
+		"apiVersion: flotilla.dev/v1alpha1\nkind: Fleet\nmetadata: {name: production}\nspec:\n  clusters: [member1]\n  rollout:\n    bake: 10m\n    waves: [{clusters: [member1]}, {selector: {matchLabels: {env: production}}}, {percent: 60}, {count: 1, maxFailures: 1}]\n",
 		"a: 1\n---\nb: 2\n",
 		app(manifestsSource + "  dependsOn: [web]\n  syncPolicies: [{destination: {fleet: production}, overrides: {patches: [{patch: '- op: add'}]}}]\n"),
 	} {

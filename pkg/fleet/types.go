@@ -101,6 +101,8 @@ type FleetSpec struct {
 	// WorkloadIdentity maps ServiceAccounts on every member to cloud
 	// roles, written as each member's provider expects.
 	WorkloadIdentity []WorkloadIdentity `json:"workloadIdentity,omitempty"`
+	// Rollout is the default rollout of the fleet's applications.
+	Rollout *Rollout `json:"rollout,omitempty"`
 }
 
 // NamespaceSpec is a namespace every fleet member gets.
@@ -168,6 +170,8 @@ type ApplicationSpec struct {
 	Timeout *metav1.Duration `json:"timeout,omitempty"`
 	// SyncPolicies are the destinations and their per-destination overrides.
 	SyncPolicies []SyncPolicy `json:"syncPolicies"`
+	// Rollout overrides the rollout of the destinations' fleets.
+	Rollout *Rollout `json:"rollout,omitempty"`
 }
 
 // AppSource has exactly one of Kustomize, Manifests or Helm. Paths are

@@ -50,6 +50,7 @@ func (v *validator) application(a *Application) {
 		}
 	}
 	v.replicaConflicts(d, a)
+	v.applicationRollout(d, a)
 }
 
 func (v *validator) appSource(d *document, a *Application) {

@@ -39,6 +39,9 @@ func (v *validator) fleet(f *Fleet) {
 			d.errorf("spec.healthCheck.failureThreshold", ErrInvalidValue, "%d must be at least 1", hc.FailureThreshold)
 		}
 	}
+	if f.Spec.Rollout != nil {
+		v.rollout(d, "spec.rollout", f.Spec.Rollout, v.r.Members(f), "fleet "+f.Metadata.Name)
+	}
 	members := map[string]bool{}
 	for _, c := range v.r.Members(f) {
 		members[c.Metadata.Name] = true

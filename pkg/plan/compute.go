@@ -148,6 +148,11 @@ func Compute(ctx context.Context, opts Options) (*Plan, error) {
 	if opts.Head != "" {
 		head.committed = head.committedSlices(ctx, top, prefix, filepath.Join(tmp, "head-rendered"))
 	}
+	for _, s := range []*side{base, head} {
+		if s.rollout, err = s.committedTree(ctx, top, prefix, filepath.Join(tmp, s.name+"-tree"), repoDir); err != nil {
+			return nil, err
+		}
+	}
 	po := compile.PipelineOptions{Charts: opts.Charts, StatusRepo: opts.StatusRepo, StatusAuthDir: opts.StatusAuthDir}
 	if po.StatusRepo == "" {
 		po.StatusRepo = compile.DefaultStatusRepo(repoDir)
@@ -180,6 +185,7 @@ func Compute(ctx context.Context, opts Options) (*Plan, error) {
 	if err := pl.run(ctx, p); err != nil {
 		return nil, err
 	}
+	p.Notes = append(p.Notes, rolloutNotes(base.out, head.out)...)
 	progress("rendered %d units", pl.rendered)
 	return p, nil
 }

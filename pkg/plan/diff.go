@@ -20,6 +20,7 @@ type planner struct {
 	base, head *side
 	caps       map[string]Capabilities
 	notes      noteCollector
+	moves      moveCollector
 	rendered   int
 }
 
@@ -102,6 +103,7 @@ func (pl *planner) run(ctx context.Context, p *Plan) error {
 		p.Clusters = append(p.Clusters, *cp)
 	}
 	p.Notes = append(p.Notes, pl.notes.notes()...)
+	p.Ownership = append(pl.moves.notes(), newNotes(pl.base.out.Notes, pl.head.out.Notes)...)
 	return nil
 }
 
@@ -154,6 +156,7 @@ func (pl *planner) cluster(name string, pairs []*unitPair, p *Plan) (*ClusterPla
 	if len(cp.Units) == 0 && cp.Change == Changed {
 		return nil, nil
 	}
+	pl.moves.observe(name, cp.Units)
 	if w := heldPruneWarning(name, pl.base.byName[name], pl.head.byName[name]); w != "" {
 		p.Warnings = append(p.Warnings, w)
 	}

@@ -40,7 +40,12 @@
 //
 // Notes say in words what moved between clusters: replica divisions
 // ("nginx: member1 3→2 replicas, member2 1→2") and Volcano job placements
-// ("job tf-training: placed on member2 (was member1)").
+// ("job tf-training: placed on member2 (was member1)"). Ownership says what
+// changes units within a cluster: an object removed from one unit and added
+// to another is a move the agent hands over without a delete, and an
+// application's copy of a fleet namespace newly left out of its unit is the
+// compiler's note. Two units claiming one object fail the head compile, so
+// the plan is an error naming both.
 //
 // A unit that fails to render at head is in the plan with its error and
 // sets Plan.Failed (the agent would fail on it too); one that fails at base

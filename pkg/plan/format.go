@@ -135,6 +135,12 @@ func WriteText(w io.Writer, p *Plan, color bool) error {
 			fmt.Fprintf(bw, "  %s\n", n)
 		}
 	}
+	if len(p.Ownership) > 0 {
+		fmt.Fprintln(bw, "\nOwnership:")
+		for _, n := range p.Ownership {
+			fmt.Fprintf(bw, "  %s\n", n)
+		}
+	}
 	if len(p.Warnings) > 0 {
 		fmt.Fprintln(bw)
 		for _, wn := range p.Warnings {

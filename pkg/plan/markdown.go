@@ -46,6 +46,12 @@ func Markdown(p *Plan, maxBytes int) string {
 			fmt.Fprintf(&b, "- %s\n", mdText(n))
 		}
 	}
+	if len(p.Ownership) > 0 {
+		b.WriteString("\n**Ownership**\n\n")
+		for _, n := range p.Ownership {
+			fmt.Fprintf(&b, "- %s\n", mdText(n))
+		}
+	}
 
 	// The table may hold every cluster of a large fleet: it gets at most
 	// half the budget.

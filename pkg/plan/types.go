@@ -34,6 +34,10 @@ type Plan struct {
 	// Notes say in words what moved between clusters: replica divisions
 	// and Volcano job placements.
 	Notes []string `json:"notes"`
+	// Ownership says in words which objects change units within a
+	// cluster (handed over without a delete) and which applications'
+	// copies of fleet namespaces the change leaves out.
+	Ownership []string `json:"ownership,omitempty"`
 	// Warnings do not change the exit code (a stale rendered/ at head,
 	// an untrusted status document, a base unit that failed to render).
 	Warnings []string `json:"warnings"`

@@ -31,8 +31,10 @@ type side struct {
 	// committed reads the side's committed slices (where GlobalJobs are
 	// placed already).
 	committed compile.SliceReader
-	out       *compile.Output
-	byName    map[string]*compile.ClusterOutput
+	// rollout is where held units are read (rollout.go).
+	rollout compile.CommittedTree
+	out     *compile.Output
+	byName  map[string]*compile.ClusterOutput
 	// warnings are the status documents the compile could not use.
 	warnings []string
 }
@@ -201,6 +203,7 @@ func (s *side) load(ctx context.Context) error {
 // is nil).
 func (s *side) compile(ctx context.Context, selected map[string]bool, opts compile.PipelineOptions) error {
 	opts.Committed = s.committed
+	opts.Rollout = &compile.RolloutOptions{Committed: s.rollout}
 	opts.Warn = func(msg string) { s.warnings = append(s.warnings, msg) }
 	if selected != nil {
 		for _, c := range s.repo.Clusters {
@@ -219,6 +222,9 @@ func (s *side) compile(ctx context.Context, selected map[string]bool, opts compi
 		return fmt.Errorf("%s: %w", s.name, err)
 	}
 	s.out = out
+	if err := s.writeShared(); err != nil {
+		return fmt.Errorf("%s: %w", s.name, err)
+	}
 	s.byName = make(map[string]*compile.ClusterOutput, len(out.Clusters))
 	for _, co := range out.Clusters {
 		s.byName[co.Slice.Cluster] = co
@@ -269,8 +275,12 @@ func staleFiles(out *compile.Output, committed map[string]string) []string {
 	}
 	var differ []string
 	generated := map[string]bool{}
+	files := [][]compile.File{out.Shared}
 	for _, co := range out.Clusters {
-		for _, f := range co.Files {
+		files = append(files, co.Files)
+	}
+	for _, fs := range files {
+		for _, f := range fs {
 			generated[f.Path] = true
 			if committed[f.Path] != gitrepo.BlobHash(f.Data) {
 				differ = append(differ, f.Path)

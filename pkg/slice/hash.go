@@ -157,6 +157,13 @@ func (h *TreeHasher) HashDirExcept(rel, skip string) (string, error) {
 
 // InputsDigest hashes a unit's inputs, in order; it is "" for none.
 func (h *TreeHasher) InputsDigest(inputs []Input) (string, error) {
+	return h.InputsDigestAt(inputs, nil)
+}
+
+// InputsDigestAt is InputsDigest of the inputs' content as it will be once
+// copied to at(path) (nil: where it is), so the hub can hash a snapshot
+// before writing it.
+func (h *TreeHasher) InputsDigestAt(inputs []Input, at func(string) string) (string, error) {
 	if len(inputs) == 0 {
 		return "", nil
 	}
@@ -175,7 +182,11 @@ func (h *TreeHasher) InputsDigest(inputs []Input) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		writeField(d, in.Path)
+		p := in.Path
+		if at != nil {
+			p = at(p)
+		}
+		writeField(d, p)
 		writeField(d, sum)
 	}
 	return hex.EncodeToString(d.Sum(nil)), nil

@@ -56,6 +56,9 @@ const (
 	// the message names the file. The unit keeps its last applied state
 	// and is retried every interval: adding the key to the cluster fixes it.
 	ReasonDecryptionFailed = "DecryptionFailed"
+	// ReasonConflict: an object of the unit belongs to another unit that
+	// still renders it; it was not taken over, the rest was applied.
+	ReasonConflict = "Conflict"
 )
 
 // RefFor is the status ref of a cluster.

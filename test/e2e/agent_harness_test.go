@@ -283,6 +283,7 @@ type inprocAgent struct {
 	loop    *reconcile.Loop
 	applier *apply.Applier
 	logs    *agentproc.Buffer
+	metrics *metrics.Metrics
 }
 
 // agentUser adds the cluster's agent user to the repo's server and returns
@@ -325,7 +326,7 @@ func newInprocAgent(t *testing.T, c *testenv.Cluster, spec agentSpec) *inprocAge
 		RESTConfig: cfg, Discovery: true, Metrics: m,
 		Interval: spec.interval, Workers: spec.workers, RenderTimeout: spec.renderTimeout,
 	})
-	return &inprocAgent{t: t, spec: spec, run: run, loop: run.Loop, applier: run.Applier, logs: run.Logs}
+	return &inprocAgent{t: t, spec: spec, run: run, loop: run.Loop, applier: run.Applier, logs: run.Logs, metrics: m}
 }
 
 // start runs the loop in the background.

@@ -66,6 +66,24 @@ spec:
 `
 }
 
+func planBackendKustomization(extra ...string) string {
+	k := planBackendSecretKustomization[:strings.Index(planBackendSecretKustomization, "  - secret.yaml")]
+	for _, e := range extra {
+		k += "  - " + e + "\n"
+	}
+	return k
+}
+
+const planClusterRole = `apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata:
+  name: backend-reader
+rules:
+  - apiGroups: [""]
+    resources: [configmaps]
+    verbs: [get, list]
+`
+
 var planScenarios = []planScenario{
 	{
 		name: "values-change",
@@ -114,6 +132,37 @@ var planScenarios = []planScenario{
 		name: "helm-hook-change",
 		base: map[string]string{"apps/backend-api/chart/templates/migrate-job.yaml": planMigrateHook("1")},
 		head: map[string]string{"apps/backend-api/chart/templates/migrate-job.yaml": planMigrateHook("2")},
+	},
+	{
+		// A refactor: the ClusterRole moves from backend to frontend-web,
+		// which run together on member1 and member2.
+		name: "object-moved",
+		base: map[string]string{
+			"apps/backend/base/kustomization.yaml": planBackendKustomization("clusterrole.yaml"),
+			"apps/backend/base/clusterrole.yaml":   planClusterRole,
+		},
+		head: map[string]string{
+			"apps/backend/base/kustomization.yaml":         planBackendKustomization(),
+			"apps/backend/base/clusterrole.yaml":           "",
+			"apps/frontend-web/manifests/clusterrole.yaml": planClusterRole,
+		},
+	},
+	{
+		// backend starts shipping its own Namespace, as app repos do; the
+		// fleets declare it, so flotilla-namespaces keeps it and gains
+		// the app's label.
+		name: "namespace-shipped",
+		head: map[string]string{
+			"apps/backend/base/kustomization.yaml": planBackendKustomization("namespace.yaml"),
+			"apps/backend/base/namespace.yaml": `apiVersion: v1
+kind: Namespace
+metadata:
+  name: backend
+  labels:
+    team: backend
+    pod-security.kubernetes.io/enforce: baseline
+`,
+		},
 	},
 	{
 		name: "cluster-added",
@@ -289,6 +338,31 @@ func checkPlanScenario(t *testing.T, name, dir string, p *plan.Plan, out map[str
 		if _, stderr, code := planCLI(t, "plan", "--repo", dir, "--base", "main", "--head", "feature"); code != hubcmd.ExitError {
 			t.Errorf("flotilla plan: exit %d, want %d\n%s", code, hubcmd.ExitError, stderr)
 		}
+	case "object-moved":
+		want := "ClusterRole backend-reader moves from unit backend to unit frontend-web: the agent hands it over without deleting it (clusters member1, member2)"
+		if len(p.Ownership) != 1 || p.Ownership[0] != want {
+			t.Errorf("ownership %q, want [%q]", p.Ownership, want)
+		}
+		has(out["txt"], "Ownership:\n  "+want)
+		has(out["md"], want)
+	case "namespace-shipped":
+		// member1 gets the namespace from fleet production, member2 from dev.
+		if len(p.Ownership) != 2 {
+			t.Errorf("ownership %q, want the namespace merge on member1 and member2", p.Ownership)
+		}
+		for _, n := range p.Ownership {
+			if !strings.Contains(n, "application backend ships Namespace backend, which fleet") || !strings.Contains(n, "the flotilla-namespaces unit owns it") {
+				t.Errorf("ownership note %q, want the namespace merge", n)
+			}
+		}
+		for _, c := range p.Clusters {
+			for _, u := range c.Units {
+				if u.Name == "backend" {
+					t.Errorf("cluster %s: unit backend changed (%+v); its Namespace copy must be left out", c.Name, u.Objects)
+				}
+			}
+		}
+		has(out["txt"], "+    pod-security.kubernetes.io/enforce: baseline\n")
 	case "cluster-added":
 		c := clusters["member3"]
 		if c == nil || len(p.Clusters) != 1 || c.Change != plan.Added || c.Counts.UnitsRemoved+c.Counts.UnitsChanged != 0 || c.Counts.UnitsAdded == 0 {

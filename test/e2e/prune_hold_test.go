@@ -21,43 +21,10 @@ import (
 // an application (a ConfigMap) in each.
 func heldFleet(cluster string) map[string]string {
 	app := func(name, ns string) (string, string) {
-		return `apiVersion: flotilla.dev/v1alpha1
-kind: Application
-metadata:
-  name: ` + name + `
-spec:
-  source:
-    manifests:
-      path: manifests
-  namespace: ` + ns + `
-  syncPolicies:
-    - name: all
-      destination:
-        fleet: ` + cluster + `
-`, "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: " + name + "-settings\ndata:\n  color: blue\n"
+		return fleetApp(cluster, name, ns, "manifests", "manifests"),
+			"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: " + name + "-settings\ndata:\n  color: blue\n"
 	}
-	files := map[string]string{
-		"clusters/" + cluster + ".yaml": `# the held cluster
-apiVersion: flotilla.dev/v1alpha1
-kind: Cluster
-metadata:
-  name: ` + cluster + `
-  labels:
-    env: ` + cluster + `
-`,
-		"fleets/" + cluster + ".yaml": `apiVersion: flotilla.dev/v1alpha1
-kind: Fleet
-metadata:
-  name: ` + cluster + `
-spec:
-  selector:
-    matchLabels:
-      env: ` + cluster + `
-  namespaces:
-    - name: ` + cluster + `-a
-    - name: ` + cluster + `-b
-`,
-	}
+	files := oneClusterFleet(cluster, "    - name: "+cluster+"-a\n    - name: "+cluster+"-b\n")
 	for _, n := range []string{"a", "b"} {
 		a, cm := app("app-"+n, cluster+"-"+n)
 		files["apps/app-"+n+"/app.yaml"] = a

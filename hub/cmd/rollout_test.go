@@ -1,0 +1,288 @@
+package cmd
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/flotilla-gitops/flotilla/pkg/compile"
+	"github.com/flotilla-gitops/flotilla/pkg/gitrepo"
+	"github.com/flotilla-gitops/flotilla/pkg/rollout"
+	"github.com/flotilla-gitops/flotilla/pkg/slice"
+	"github.com/flotilla-gitops/flotilla/pkg/status"
+	"github.com/flotilla-gitops/flotilla/test/gitserver"
+)
+
+var rolloutClusters = []string{"a1", "b2", "c3", "d4"}
+
+// rolloutWorkTree is a fleet repo whose app web rolls out to a1, then b2
+// and c3, then d4, rendered once (first deployment) and then changed and
+// rendered again (wave 1 released).
+func rolloutWorkTree(t *testing.T, bake string) string {
+	t.Helper()
+	dir := t.TempDir()
+	files := map[string]string{
+		"fleets/prod.yaml": "apiVersion: flotilla.dev/v1alpha1\nkind: Fleet\nmetadata:\n  name: prod\nspec:\n  clusters: [a1, b2, c3, d4]\n" +
+			"  rollout:\n    bake: " + bake + "\n    waves:\n      - {name: canary, clusters: [a1]}\n      - {clusters: [b2, c3]}\n",
+		"apps/web/app.yaml":          "apiVersion: flotilla.dev/v1alpha1\nkind: Application\nmetadata:\n  name: web\nspec:\n  source: {manifests: {path: manifests}}\n  syncPolicies: [{destination: {fleet: prod}}]\n",
+		"apps/web/manifests/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: web}\ndata: {version: v1}\n",
+	}
+	for _, c := range rolloutClusters {
+		files["clusters/"+c+".yaml"] = "apiVersion: flotilla.dev/v1alpha1\nkind: Cluster\nmetadata:\n  name: " + c + "\n"
+	}
+	for name, content := range files {
+		p := filepath.Join(dir, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, stderr, code := runCLI(t, "render", "--repo", dir); code != ExitOK {
+		t.Fatalf("render: %s", stderr)
+	}
+	editFile(t, filepath.Join(dir, "apps/web/manifests/cm.yaml"), "v1", "v2")
+	if _, stderr, code := runCLI(t, "render", "--repo", dir); code != ExitOK {
+		t.Fatalf("render: %s", stderr)
+	}
+	return dir
+}
+
+func unitHash(t *testing.T, dir, cluster string) string {
+	t.Helper()
+	s, err := slice.Read(dir, cluster)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range s.Units {
+		if u.Name == "web" {
+			return u.Hash
+		}
+	}
+	t.Fatalf("%s has no unit web", cluster)
+	return ""
+}
+
+// publisher commits status documents as the clusters' agents would, with
+// the real status writer, to the status refs of a repo on a real Git
+// server.
+type publisher struct {
+	t   *testing.T
+	srv *gitserver.Server
+	url string
+}
+
+func (p publisher) publish(cluster string, unit status.UnitStatus) {
+	p.t.Helper()
+	w, err := status.NewWriter(status.WriterOptions{
+		Cluster: cluster, URL: p.url, HeartbeatInterval: 30 * time.Second,
+		Auth: gitrepo.Auth{Username: gitserver.AgentUser(cluster), Password: p.srv.Password(gitserver.AgentUser(cluster))},
+	})
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	unit.Name = "web"
+	if err := w.Publish(context.Background(), &status.ClusterStatus{Cluster: cluster, Units: []status.UnitStatus{unit}}); err != nil {
+		p.t.Fatal(err)
+	}
+}
+
+func readyUnit(hash string, since time.Time) status.UnitStatus {
+	return status.UnitStatus{Hash: hash, Conditions: []metav1.Condition{{Type: status.ConditionReady, Status: metav1.ConditionTrue,
+		Reason: status.ReasonSucceeded, LastTransitionTime: metav1.NewTime(since)}}}
+}
+
+func readState(t *testing.T, dir string) *rollout.State {
+	t.Helper()
+	st, err := compile.CommittedAt(dir).State("web")
+	if err != nil || st == nil {
+		t.Fatalf("state: %v %v", st, err)
+	}
+	return st
+}
+
+// TestRolloutAbortCommand: abort gives the released wave its previous unit
+// back; a new revision starts a new rollout from wave 1.
+func TestRolloutAbortCommand(t *testing.T) {
+	dir := rolloutWorkTree(t, "1m")
+	old := unitHash(t, dir, "b2")
+	if unitHash(t, dir, "a1") == old {
+		t.Fatal("wave 1 did not get the change")
+	}
+	stdout, stderr, code := runCLI(t, "rollout", "abort", "web", "--repo", dir)
+	if code != ExitOK || !strings.Contains(stdout, "rollout of web: abort") {
+		t.Fatalf("abort: exit %d\n%s%s", code, stdout, stderr)
+	}
+	if unitHash(t, dir, "a1") != old || !readState(t, dir).Aborted {
+		t.Fatal("abort did not give a1 its previous unit back")
+	}
+	stdout, _, code = runCLI(t, "rollout", "advance", "--repo", dir)
+	if code != ExitChanges || !strings.Contains(stdout, "web: aborted") {
+		t.Fatalf("advance after abort: exit %d\n%s", code, stdout)
+	}
+	editFile(t, filepath.Join(dir, "apps/web/manifests/cm.yaml"), "v2", "v3")
+	if _, stderr, code := runCLI(t, "render", "--repo", dir); code != ExitOK {
+		t.Fatal(stderr)
+	}
+	if st := readState(t, dir); st.Aborted || st.Released != 1 || unitHash(t, dir, "a1") == old || unitHash(t, dir, "b2") != old {
+		t.Fatalf("a fix after abort: %+v", st)
+	}
+}
+
+// TestRolloutCommands drives rollout status, advance, pause and resume and
+// render --all-waves against status committed to a real Git server.
+func TestRolloutCommands(t *testing.T) {
+	dir := rolloutWorkTree(t, "10m")
+	srv := gitserver.Start(t, gitserver.ForgeConfig(rolloutClusters...))
+	url := srv.MustCreateRepo(t, "status", dir)
+	bare := srv.RepoPath("status")
+	pub := publisher{t, srv, url}
+	flags := []string{"--repo", dir, "--status-repo", bare}
+
+	if st := readState(t, dir); st.Released != 1 || st.Waves != 3 {
+		t.Fatalf("after the change: %+v", st)
+	}
+	held := unitHash(t, dir, "b2")
+
+	// Nothing reported yet: advance releases nothing and says why.
+	stdout, stderr, code := runCLI(t, append([]string{"rollout", "advance"}, flags...)...)
+	if code != ExitChanges || !strings.Contains(stdout, "web: wave canary is not Ready: a1 Pending: no status reported") {
+		t.Fatalf("advance without status: exit %d\n%s%s", code, stdout, stderr)
+	}
+
+	// Ready for a minute of a 10m bake: still baking.
+	pub.publish("a1", readyUnit(unitHash(t, dir, "a1"), time.Now().Add(-time.Minute)))
+	stdout, _, code = runCLI(t, append([]string{"rollout", "advance"}, flags...)...)
+	if code != ExitChanges || !strings.Contains(stdout, "wave canary is baking: a1 (Ready for") {
+		t.Fatalf("advance while baking: exit %d\n%s", code, stdout)
+	}
+
+	// Ready for an hour: wave-2 goes.
+	pub.publish("a1", readyUnit(unitHash(t, dir, "a1"), time.Now().Add(-time.Hour)))
+	stdout, stderr, code = runCLI(t, append([]string{"rollout", "status", "-o", "json"}, flags...)...)
+	var ps []rollout.Progress
+	if err := json.Unmarshal([]byte(stdout), &ps); code != ExitOK || err != nil || len(ps) != 1 {
+		t.Fatalf("status: exit %d %v\n%s%s", code, err, stdout, stderr)
+	}
+	if w := ps[0].Waves; w[0].Clusters[0].Phase != rollout.PhaseReady || w[1].Clusters[0].Phase != rollout.PhaseHeld || ps[0].Release != 2 {
+		t.Fatalf("status: %+v", ps[0])
+	}
+	msgFile := filepath.Join(t.TempDir(), "msg")
+	stdout, stderr, code = runCLI(t, append([]string{"rollout", "advance", "--message-file", msgFile}, flags...)...)
+	if code != ExitOK || !strings.Contains(stdout, "web: rollout advance: wave wave-2 released: every cluster of wave canary Ready for 10m0s (bake), 0 Failed (maxFailures 0)") {
+		t.Fatalf("advance: exit %d\n%s%s", code, stdout, stderr)
+	}
+	if msg, err := os.ReadFile(msgFile); err != nil || string(msg) != stdout {
+		t.Errorf("message file %q, err %v", msg, err)
+	}
+	if st := readState(t, dir); st.Released != 2 {
+		t.Fatalf("state after advance: %+v", st)
+	}
+	if unitHash(t, dir, "b2") == held || unitHash(t, dir, "b2") != unitHash(t, dir, "a1") || unitHash(t, dir, "d4") != held {
+		t.Fatal("advance did not give wave-2, and only wave-2, the new revision")
+	}
+	if _, _, code := runCLI(t, "render", "--check", "--repo", dir); code != ExitOK {
+		t.Error("rendered/ after advance is not what render writes")
+	}
+
+	// Idempotent; then one Failed cluster holds the rollout.
+	stdout, _, code = runCLI(t, append([]string{"rollout", "advance"}, flags...)...)
+	if code != ExitChanges || !strings.Contains(stdout, "wave wave-2 is not Ready: b2 Pending") {
+		t.Fatalf("advance again: exit %d\n%s", code, stdout)
+	}
+	pub.publish("b2", status.UnitStatus{Hash: unitHash(t, dir, "b2"), Conditions: []metav1.Condition{{Type: status.ConditionReady,
+		Status: metav1.ConditionFalse, Reason: status.ReasonApplyFailed, Message: "ConfigMap web: admission denied", LastTransitionTime: metav1.Now()}}})
+	pub.publish("c3", readyUnit(unitHash(t, dir, "c3"), time.Now().Add(-time.Hour)))
+	stdout, _, code = runCLI(t, append([]string{"rollout", "advance"}, flags...)...)
+	if code != ExitChanges || !strings.Contains(stdout, "wave wave-2 has 1 Failed cluster(s), more than maxFailures 0: b2 (ApplyFailed: ConfigMap web: admission denied)") {
+		t.Fatalf("advance with a failure: exit %d\n%s", code, stdout)
+	}
+	stdout, _, _ = runCLI(t, append([]string{"rollout", "status", "web"}, flags...)...)
+	for _, want := range []string{"wave-2  b2       Failed", "rest    d4       Held", "next: wave wave-2 has 1 Failed"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("status table lacks %q:\n%s", want, stdout)
+		}
+	}
+
+	// Pause holds a rollout that could go; resume lets it.
+	pub.publish("b2", readyUnit(unitHash(t, dir, "b2"), time.Now().Add(-time.Hour)))
+	if _, stderr, code := runCLI(t, append([]string{"rollout", "pause", "web"}, flags...)...); code != ExitOK {
+		t.Fatalf("pause: %s", stderr)
+	}
+	stdout, _, code = runCLI(t, append([]string{"rollout", "advance"}, flags...)...)
+	if code != ExitChanges || !strings.Contains(stdout, "web: paused") || !readState(t, dir).Paused {
+		t.Fatalf("advance while paused: exit %d\n%s", code, stdout)
+	}
+	if _, stderr, code := runCLI(t, append([]string{"rollout", "resume", "web"}, flags...)...); code != ExitOK {
+		t.Fatalf("resume: %s", stderr)
+	}
+	if stdout, _, code = runCLI(t, append([]string{"rollout", "advance"}, flags...)...); code != ExitOK || readState(t, dir).Released != 3 {
+		t.Fatalf("advance after resume: exit %d\n%s", code, stdout)
+	}
+	if unitHash(t, dir, "d4") != unitHash(t, dir, "a1") {
+		t.Error("the last wave did not get the revision")
+	}
+	stdout, _, code = runCLI(t, append([]string{"rollout", "advance"}, flags...)...)
+	if code != ExitChanges || !strings.Contains(stdout, "web: complete") {
+		t.Fatalf("advance when complete: exit %d\n%s", code, stdout)
+	}
+
+	// --all-waves in an emergency: loud, and recorded.
+	editFile(t, filepath.Join(dir, "apps/web/manifests/cm.yaml"), "v2", "v3")
+	_, stderr, code = runCLI(t, "render", "--all-waves", "--repo", dir)
+	if code != ExitOK || !strings.Contains(stderr, "WARNING: --all-waves") {
+		t.Fatalf("render --all-waves: exit %d\n%s", code, stderr)
+	}
+	if st := readState(t, dir); st.Released != 3 || !strings.Contains(st.Reason, "--all-waves") || unitHash(t, dir, "d4") != unitHash(t, dir, "a1") {
+		t.Fatalf("after --all-waves: %+v", st)
+	}
+
+	if _, stderr, code := runCLI(t, append([]string{"rollout", "pause", "nope"}, flags...)...); code != ExitError || !strings.Contains(stderr, "nope has no rollout") {
+		t.Errorf("pause of an unknown app: exit %d %s", code, stderr)
+	}
+}
+
+// TestTemplateRolloutCI runs the flotilla commands of the template's
+// scheduled rollout jobs, as written there, in a clone of a fleet repo with
+// a rollout nobody reported on: advance exits 1 (nothing to do, which the
+// scripts do not treat as a failure) and says why.
+func TestTemplateRolloutCI(t *testing.T) {
+	dir := rolloutWorkTree(t, "1m")
+	planGit(t, dir, "init", "-q", "-b", "main")
+	planGit(t, dir, "add", "-A")
+	planGit(t, dir, "commit", "-q", "-m", "fleet")
+	for _, file := range []string{".github/workflows/flotilla-rollout.yml", ".gitlab/flotilla-rollout.yml"} {
+		t.Run(file, func(t *testing.T) {
+			data, err := os.ReadFile(filepath.Join(templateDir, file))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var doc any
+			if err := yaml.Unmarshal(data, &doc); err != nil {
+				t.Fatalf("%s: %v", file, err)
+			}
+			lines := ciCommandLines(doc)
+			if len(lines) != 1 || !strings.HasPrefix(lines[0], "flotilla rollout advance") {
+				t.Fatalf("%s runs %q, want flotilla rollout advance", file, lines)
+			}
+			args := ciArgs(t, lines[0], nil)
+			t.Chdir(dir)
+			stdout, stderr, code := runCLI(t, args[1:]...)
+			if code != ExitChanges || !strings.Contains(stdout, "web: wave canary is not Ready: a1 Pending") {
+				t.Fatalf("%s: exit %d\n%s%s", lines[0], code, stdout, stderr)
+			}
+		})
+	}
+	gl, err := os.ReadFile(filepath.Join(templateDir, ".gitlab-ci.yml"))
+	if err != nil || !strings.Contains(string(gl), "local: .gitlab/flotilla-rollout.yml") {
+		t.Errorf(".gitlab-ci.yml does not include the rollout job: %v", err)
+	}
+}

@@ -1,0 +1,174 @@
+package rollout
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/flotilla-gitops/flotilla/pkg/fleet"
+	"github.com/flotilla-gitops/flotilla/pkg/status"
+)
+
+// Phase is where one cluster of a wave stands with the revision.
+type Phase string
+
+// Phases. Held: the cluster's wave is not released. Pending: released,
+// but its agent has not reported the released unit yet (or reported
+// nothing we can trust). Applied: reported, not Ready yet. Ready: Ready
+// since Since. Failed: the unit failed (Reason).
+const (
+	PhaseHeld    Phase = "Held"
+	PhasePending Phase = "Pending"
+	PhaseApplied Phase = "Applied"
+	PhaseReady   Phase = "Ready"
+	PhaseFailed  Phase = "Failed"
+)
+
+// ClusterProgress is one cluster of a wave.
+type ClusterProgress struct {
+	Cluster string       `json:"cluster"`
+	Phase   Phase        `json:"phase"`
+	Since   *metav1.Time `json:"since,omitempty"`
+	Reason  string       `json:"reason,omitempty"`
+}
+
+// WaveProgress is one wave of a rollout.
+type WaveProgress struct {
+	Name        string            `json:"name"`
+	Released    bool              `json:"released"`
+	MaxFailures int               `json:"maxFailures"`
+	Clusters    []ClusterProgress `json:"clusters"`
+}
+
+// Progress is an application's rollout as the status refs show it, and
+// what `rollout advance` would do.
+type Progress struct {
+	Application string          `json:"application"`
+	Revision    string          `json:"revision"`
+	Released    int             `json:"released"`
+	Paused      bool            `json:"paused,omitempty"`
+	Aborted     bool            `json:"aborted,omitempty"`
+	Bake        metav1.Duration `json:"bake"`
+	Waves       []WaveProgress  `json:"waves"`
+	// Release is the released count advance writes: Released when
+	// nothing can be released now (Blocked says why).
+	Release int    `json:"release"`
+	Blocked string `json:"blocked,omitempty"`
+}
+
+// Observe describes a cluster whose wave is released: want is the unit
+// hash its committed slice gives it, doc its status (nil with note when
+// it has none that can be trusted).
+func Observe(cluster, unit, want string, doc *status.ClusterStatus, note string) ClusterProgress {
+	cp := ClusterProgress{Cluster: cluster, Phase: PhasePending}
+	if doc == nil {
+		cp.Reason = note
+		if cp.Reason == "" {
+			cp.Reason = "no status reported"
+		}
+		return cp
+	}
+	var us *status.UnitStatus
+	for i := range doc.Units {
+		if doc.Units[i].Name == unit {
+			us = &doc.Units[i]
+		}
+	}
+	switch {
+	case us == nil:
+		cp.Reason = "the agent has not reported unit " + unit
+	case us.Hash != want:
+		cp.Reason = fmt.Sprintf("the agent reports %s, not the released %s", shortHash(us.Hash), shortHash(want))
+	case status.UnitFailing(*us):
+		reason, msg := status.UnitFailure(*us)
+		cp.Phase, cp.Reason = PhaseFailed, strings.TrimSpace(reason+": "+msg)
+	case status.UnitReady(*us):
+		cp.Phase = PhaseReady
+		for _, c := range us.Conditions {
+			if c.Type == status.ConditionReady {
+				since := c.LastTransitionTime
+				cp.Since = &since
+			}
+		}
+	default:
+		cp.Phase, cp.Reason = PhaseApplied, "applied, not Ready yet"
+	}
+	return cp
+}
+
+func shortHash(h string) string {
+	h = strings.TrimPrefix(h, "sha256:")
+	return h[:min(12, len(h))]
+}
+
+// Evaluate lays out st's waves with each released cluster's progress
+// (observe) and decides what may be released at now: the next wave, once
+// every cluster of the last released wave has been Ready for bake with at
+// most its maxFailures Failed. Waves with no cluster are passed over.
+func Evaluate(st *State, waves []fleet.ResolvedWave, bake time.Duration, observe func(cluster string) ClusterProgress, now time.Time) *Progress {
+	p := &Progress{Application: st.Application, Revision: st.Revision, Released: st.Released, Paused: st.Paused, Aborted: st.Aborted,
+		Bake: metav1.Duration{Duration: bake}, Release: st.Released}
+	for i, w := range waves {
+		wp := WaveProgress{Name: w.Name, Released: i < st.Released, MaxFailures: w.MaxFailures}
+		for _, c := range w.Clusters {
+			cp := ClusterProgress{Cluster: c, Phase: PhaseHeld}
+			if wp.Released {
+				cp = observe(c)
+			}
+			wp.Clusters = append(wp.Clusters, cp)
+		}
+		p.Waves = append(p.Waves, wp)
+	}
+	switch {
+	case st.Aborted:
+		p.Blocked = "aborted: every cluster is back on the content it had before this revision; merge a new revision to roll out again"
+		return p
+	case st.Released >= len(waves):
+		p.Blocked = "complete: every wave has the revision"
+		return p
+	case st.Paused:
+		p.Blocked = "paused (flotilla rollout resume " + st.Application + ")"
+		return p
+	}
+	if st.Released > 0 {
+		if why := gate(p.Waves[st.Released-1], bake, now); why != "" {
+			p.Blocked = why
+			return p
+		}
+	}
+	p.Release = st.Released + 1
+	for p.Release < len(waves) && len(waves[p.Release-1].Clusters) == 0 {
+		p.Release++
+	}
+	return p
+}
+
+// gate says why the wave does not let the next one go yet ("" when it
+// does).
+func gate(w WaveProgress, bake time.Duration, now time.Time) string {
+	var failed, waiting []string
+	var baking []string
+	for _, c := range w.Clusters {
+		switch c.Phase {
+		case PhaseFailed:
+			failed = append(failed, c.Cluster+" ("+c.Reason+")")
+		case PhaseReady:
+			if c.Since != nil && now.Sub(c.Since.Time) < bake {
+				baking = append(baking, fmt.Sprintf("%s (Ready for %s of %s)", c.Cluster, now.Sub(c.Since.Time).Truncate(time.Second), bake))
+			}
+		default:
+			waiting = append(waiting, c.Cluster+" "+string(c.Phase)+": "+c.Reason)
+		}
+	}
+	switch {
+	case len(failed) > w.MaxFailures:
+		return fmt.Sprintf("wave %s has %d Failed cluster(s), more than maxFailures %d: %s", w.Name, len(failed), w.MaxFailures, strings.Join(failed, "; "))
+	case len(waiting) > 0:
+		return fmt.Sprintf("wave %s is not Ready: %s", w.Name, strings.Join(waiting, "; "))
+	case len(baking) > 0:
+		return fmt.Sprintf("wave %s is baking: %s", w.Name, strings.Join(baking, "; "))
+	}
+	return ""
+}
