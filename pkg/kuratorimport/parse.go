@@ -61,7 +61,6 @@ type object struct {
 	Kind       string
 	Meta       meta
 	Spec       *yaml.Node
-	root       *yaml.Node
 	lines      map[string]int
 }
 
@@ -192,7 +191,7 @@ func parseFile(file string, data []byte) ([]*object, error) {
 const maxDepth = 100
 
 func parseObject(file string, n *yaml.Node) (*object, error) {
-	o := &object{File: file, Line: n.Line, root: n, lines: map[string]int{}}
+	o := &object{File: file, Line: n.Line, lines: map[string]int{}}
 	if n.Kind != yaml.MappingNode {
 		return nil, o.errorf("", fleet.ErrSyntax, "a document must be a mapping, not a %s", nodeKind(n))
 	}
@@ -266,13 +265,16 @@ func (o *object) index(n *yaml.Node, path string, depth int) error {
 	return nil
 }
 
+// typeErrorLine splits yaml.v3's "line N: problem" type errors.
+var typeErrorLine = regexp.MustCompile(`^line (\d+): (.*)$`)
+
 // decodeError turns a yaml.v3 type error into a located FieldError.
 func (o *object) decodeError(field string, err error) error {
 	var te *yaml.TypeError
 	if errors.As(err, &te) && len(te.Errors) > 0 {
 		msg := te.Errors[0]
 		fe := o.errorf(field, fleet.ErrInvalidValue, "%s", msg)
-		if m := regexp.MustCompile(`^line (\d+): (.*)$`).FindStringSubmatch(msg); m != nil {
+		if m := typeErrorLine.FindStringSubmatch(msg); m != nil {
 			fe.Line, _ = strconv.Atoi(m[1])
 			fe.Detail = m[2]
 		}
