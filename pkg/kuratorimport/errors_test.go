@@ -39,7 +39,7 @@ func TestConvertErrors(t *testing.T) {
 		{"unknown kind", "apiVersion: apps.kurator.dev/v1alpha1\nkind: Backup\nmetadata: {name: x}\n", 2, "kind", ErrUnknownKind, "apps.kurator.dev/v1alpha1 Backup"},
 		{"other API group", "apiVersion: v1\nkind: Secret\nmetadata: {name: x}\n", 2, "kind", ErrUnknownKind, "v1 Secret"},
 		{"missing name", "apiVersion: fleet.kurator.dev/v1alpha1\nkind: Fleet\nmetadata:\n  namespace: default\n", 3, "metadata.name", fleet.ErrRequired, "every Fleet needs a name"},
-		{"wrong type", "apiVersion: fleet.kurator.dev/v1alpha1\nkind: Fleet\nmetadata: {name: f}\nspec:\n  clusters: c1\n", 5, "spec", fleet.ErrInvalidValue, "cannot unmarshal"},
+		{"wrong type", "apiVersion: fleet.kurator.dev/v1alpha1\nkind: Fleet\nmetadata: {name: f}\nspec:\n  clusters: c1\n", 5, "spec.clusters", fleet.ErrInvalidValue, "str `c1` where a list is expected"},
 		{"duplicate", testFleet + "---\n" + testFleet[:strings.Index(testFleet, "---")], 14, "metadata.name", fleet.ErrDuplicate, "also defined at input.yaml:1"},
 		{"dangling member", "apiVersion: fleet.kurator.dev/v1alpha1\nkind: Fleet\nmetadata: {name: f}\nspec:\n  clusters:\n  - {name: gone, kind: AttachedCluster}\n", 6, "spec.clusters[0].name", fleet.ErrDanglingReference, "no AttachedCluster default/gone among the inputs"},
 		{"same name two kinds", testFleet + "---\napiVersion: cluster.kurator.dev/v1alpha1\nkind: Cluster\nmetadata: {name: c1}\n", 14, "metadata.name", fleet.ErrDuplicate, `becomes Flotilla name "c1"`},

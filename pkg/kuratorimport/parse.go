@@ -265,22 +265,48 @@ func (o *object) index(n *yaml.Node, path string, depth int) error {
 	return nil
 }
 
-// typeErrorLine splits yaml.v3's "line N: problem" type errors.
-var typeErrorLine = regexp.MustCompile(`^line (\d+): (.*)$`)
+// typeErrorLine splits yaml.v3's "line N: cannot unmarshal T V into G"
+// type errors.
+var typeErrorLine = regexp.MustCompile(`^line (\d+): cannot unmarshal (\S+) (.*) into (\S+)$`)
 
-// decodeError turns a yaml.v3 type error into a located FieldError.
+// decodeError turns a yaml.v3 type error into a FieldError located at the
+// deepest field on its line, in the input's terms rather than Go's.
 func (o *object) decodeError(field string, err error) error {
 	var te *yaml.TypeError
-	if errors.As(err, &te) && len(te.Errors) > 0 {
-		msg := te.Errors[0]
-		fe := o.errorf(field, fleet.ErrInvalidValue, "%s", msg)
-		if m := typeErrorLine.FindStringSubmatch(msg); m != nil {
-			fe.Line, _ = strconv.Atoi(m[1])
-			fe.Detail = m[2]
-		}
-		return fe
+	if !errors.As(err, &te) || len(te.Errors) == 0 {
+		return o.errorf(field, fleet.ErrInvalidValue, "%v", err)
 	}
-	return o.errorf(field, fleet.ErrInvalidValue, "%v", err)
+	msg := te.Errors[0]
+	m := typeErrorLine.FindStringSubmatch(msg)
+	if m == nil {
+		return o.errorf(field, fleet.ErrInvalidValue, "%s", msg)
+	}
+	line, _ := strconv.Atoi(m[1])
+	best := field
+	for p, n := range o.lines {
+		if n == line && strings.HasPrefix(p, field) && (len(p) > len(best) || len(p) == len(best) && p < best) {
+			best = p
+		}
+	}
+	field = best
+	fe := o.errorf(field, fleet.ErrInvalidValue, "%s %s where %s is expected", strings.TrimPrefix(m[2], "!!"), m[3], goTypeName(m[4]))
+	fe.Line = line
+	return fe
+}
+
+func goTypeName(t string) string {
+	switch {
+	case strings.HasPrefix(t, "[]"):
+		return "a list"
+	case strings.HasPrefix(t, "map[") || strings.Contains(t, "."):
+		return "a mapping"
+	case t == "bool":
+		return "true or false"
+	case strings.HasPrefix(t, "int") || strings.HasPrefix(t, "float"):
+		return "a number"
+	default:
+		return "a " + t
+	}
 }
 
 func join(path, key string) string {
