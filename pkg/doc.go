@@ -9,7 +9,8 @@
 //     volcano (jobs and queues in the cluster).
 //   - Hub only: fleet (the fleet repo model), compile (fleet repo to
 //     slices), render/chartvendor, fleetstatus (the fleet view from the
-//     status refs), plan, bootstrap, admission, traffic, identity.
+//     status refs), plan, bootstrap, admission, traffic, identity,
+//     kuratorimport (flotilla import kurator).
 //
 // The agent's binary links nothing of the hub-only side;
 // agent/flotilla-agent's TestAgentLinksNoHubCode keeps it so.

@@ -21,6 +21,7 @@ var hubOnly = []string{
 	"github.com/flotilla-gitops/flotilla/pkg/admission",
 	"github.com/flotilla-gitops/flotilla/pkg/traffic",
 	"github.com/flotilla-gitops/flotilla/pkg/identity",
+	"github.com/flotilla-gitops/flotilla/pkg/kuratorimport",
 	"github.com/flotilla-gitops/flotilla/pkg/render/chartvendor",
 	"helm.sh/helm/v3/pkg/action",
 	"helm.sh/helm/v3/pkg/downloader",

@@ -247,6 +247,8 @@ func reportInputErrors(stdout, stderr io.Writer, format string, sum any, err err
 			s.Errors = summarizeErrors(list)
 		case *validateSummary:
 			s.Errors = summarizeErrors(list)
+		case *importSummary:
+			s.Errors = summarizeErrors(list)
 		}
 		if werr := writeJSON(stdout, sum); werr != nil {
 			return werr

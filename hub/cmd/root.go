@@ -46,6 +46,7 @@ and reads the status every agent commits back to Git.`,
 	root.AddCommand(newClusterCommand())
 	root.AddCommand(newSecretsCommand())
 	root.AddCommand(newRolloutCommand())
+	root.AddCommand(newImportCommand())
 	return root
 }
 

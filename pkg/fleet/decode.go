@@ -452,3 +452,15 @@ func sortErrors(errs []*FieldError) {
 		return a.Error() < b.Error()
 	})
 }
+
+// SyntaxError locates err, a yaml.v3 error decoding data (the content of
+// file), as the loader does — correcting the lines of yaml.v3's parser
+// errors — for other readers of YAML input such as importers.
+func SyntaxError(file string, data []byte, err error) *FieldError {
+	d := &document{file: file, data: data, lines: bytes.Count(data, []byte("\n"))}
+	d.addYAMLError(err)
+	if len(d.errs) == 0 {
+		return &FieldError{File: file, Kind: ErrSyntax, Detail: err.Error()}
+	}
+	return d.errs[0]
+}

@@ -1,0 +1,227 @@
+package kuratorimport
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/flotilla-gitops/flotilla/pkg/compile"
+	"github.com/flotilla-gitops/flotilla/pkg/fleet"
+	"github.com/flotilla-gitops/flotilla/pkg/render"
+	"github.com/flotilla-gitops/flotilla/pkg/slice"
+	"github.com/flotilla-gitops/flotilla/test/chartrepo"
+	"github.com/flotilla-gitops/flotilla/test/golden"
+)
+
+// TestGolden converts each Kurator-shaped fixture, compares the files and
+// warnings with testdata/golden/<case>.txt, then loads and validates the
+// result with the fleet loader and compile pipeline flotilla validate uses,
+// and renders it: Git placeholders first fail the render, then render once
+// the fixture's tree is vendored in their place; Helm charts come from a
+// real chart repository on loopback.
+func TestGolden(t *testing.T) {
+	cases := []struct {
+		name string
+		// vendor maps an app's source directory to the tree under
+		// testdata/vendor copied there before rendering.
+		vendor map[string]string
+		// chartRepo is replaced by a loopback chart repository's URL.
+		chartRepo string
+		// units are the rendered applications per cluster.
+		units map[string][]string
+		// contains are strings a cluster's rendered files must hold.
+		contains map[string][]string
+	}{
+		{
+			name:  "fleet-attached",
+			units: map[string][]string{"aws-edge": nil, "kurator-member1": nil, "kurator-member2": nil},
+		},
+		{
+			name: "git-kustomize",
+			vendor: map[string]string{
+				"apps/gitrepo-kustomization-demo-webapp/source": "webapp",
+				"apps/gitrepo-kustomization-demo-2/source":      "kustomize",
+			},
+			units: map[string][]string{
+				"kurator-member1": {"gitrepo-kustomization-demo-2", "gitrepo-kustomization-demo-webapp"},
+				"kurator-member2": {"gitrepo-kustomization-demo-2", "gitrepo-kustomization-demo-webapp"},
+			},
+			contains: map[string][]string{"kurator-member1": {"image: ghcr.io/stefanprodan/podinfo:6.5.0", "replicas: 1", "namespace: podinfo"}},
+		},
+		{
+			name:      "helm-values",
+			chartRepo: "https://charts.example.com/flotilla",
+			units:     map[string][]string{"kurator-member1": {"cache"}, "kurator-member2": {"cache"}},
+			contains:  map[string][]string{"kurator-member1": {"128mb"}, "kurator-member2": {"256mb"}},
+		},
+		{
+			name: "cluster-selector",
+			vendor: map[string]string{
+				"apps/default-demo/source": "webapp",
+				"apps/team-b-demo/source":  "webapp",
+			},
+			units: map[string][]string{
+				"test-1": {"default-demo"}, "dev-1": {"default-demo"}, "dev-2": {"default-demo"},
+				"dev-outside": nil, "team-b-edge": {"team-b-demo"},
+			},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			files, order, err := ReadInputs([]string{filepath.Join("testdata", tc.name)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := Convert(files, order)
+			if err != nil {
+				t.Fatalf("convert: %v", err)
+			}
+			repo := t.TempDir()
+			if err := Write(repo, res, false); err != nil {
+				t.Fatal(err)
+			}
+			loaded, err := fleet.Load(ctx, repo)
+			if err != nil {
+				t.Fatalf("imported repo does not load: %v", err)
+			}
+			out, err := compile.Pipeline(ctx, loaded, compile.PipelineOptions{ValidateOnly: true})
+			if err != nil {
+				t.Fatalf("imported repo does not validate: %v", err)
+			}
+			golden.Assert(t, filepath.Join("testdata", "golden", tc.name+".txt"), describe(res, append(loaded.Warnings, out.Warnings...)))
+
+			if len(tc.vendor) > 0 {
+				if _, _, err := renderAll(ctx, repo); err == nil || !strings.Contains(err.Error(), "NOT-VENDORED") {
+					t.Fatalf("render with Git placeholders: err = %v, want the placeholder named", err)
+				}
+			}
+			for dir, tree := range tc.vendor {
+				vendorTree(t, filepath.Join("testdata", "vendor", tree), filepath.Join(repo, dir))
+			}
+			if tc.chartRepo != "" {
+				serveCharts(t, repo, tc.chartRepo)
+			}
+			units, text, err := renderAll(ctx, repo)
+			if err != nil {
+				t.Fatalf("render: %v", err)
+			}
+			if fmt.Sprint(units) != fmt.Sprint(tc.units) {
+				t.Errorf("rendered units = %v, want %v", units, tc.units)
+			}
+			for cluster, subs := range tc.contains {
+				for _, s := range subs {
+					if !strings.Contains(text[cluster], s) {
+						t.Errorf("cluster %s's rendered objects lack %q:\n%s", cluster, s, text[cluster])
+					}
+				}
+			}
+		})
+	}
+}
+
+// describe is the golden text of a conversion: every file, then every
+// warning of the import and of validating its result.
+func describe(res *Result, validate fleet.ErrorList) string {
+	var b strings.Builder
+	for _, p := range res.Paths() {
+		fmt.Fprintf(&b, "=== %s\n%s", p, res.Files[p])
+	}
+	b.WriteString("=== import warnings\n")
+	for _, w := range res.Warnings {
+		fmt.Fprintf(&b, "%s\n", w)
+	}
+	b.WriteString("=== validate warnings\n")
+	for _, w := range validate {
+		fmt.Fprintf(&b, "%s\n", w)
+	}
+	return b.String()
+}
+
+// renderAll compiles the repo into rendered/ as flotilla render does and
+// renders every application unit with render.Unit, the function the agent
+// applies with. It returns each cluster's application units and its
+// objects as YAML.
+func renderAll(ctx context.Context, repo string) (map[string][]string, map[string]string, error) {
+	loaded, err := fleet.Load(ctx, repo)
+	if err != nil {
+		return nil, nil, err
+	}
+	out, err := compile.Pipeline(ctx, loaded, compile.PipelineOptions{})
+	if err != nil {
+		return nil, nil, err
+	}
+	if _, err := compile.Write(ctx, repo, out, compile.WriteOptions{}); err != nil {
+		return nil, nil, err
+	}
+	units, text := map[string][]string{}, map[string]string{}
+	for _, co := range out.Clusters {
+		cluster := co.Slice.Cluster
+		units[cluster] = nil
+		for _, u := range co.Slice.Units {
+			if u.Kind != slice.UnitKustomize && u.Kind != slice.UnitHelm && u.Kind != slice.UnitManifests {
+				continue
+			}
+			units[cluster] = append(units[cluster], u.Name)
+			res, err := render.Unit(ctx, repo, u, render.Options{HelmInProcess: true})
+			if err != nil {
+				return nil, nil, fmt.Errorf("cluster %s unit %s: %w", cluster, u.Name, err)
+			}
+			for _, o := range res.Objects {
+				data, err := yaml.Marshal(o.Object)
+				if err != nil {
+					return nil, nil, err
+				}
+				text[cluster] += string(data) + "---\n"
+			}
+		}
+		sort.Strings(units[cluster])
+	}
+	return units, text, nil
+}
+
+// vendorTree replaces the placeholder dir with the files of tree, as the
+// README written by the import tells the user to.
+func vendorTree(t *testing.T, tree, dir string) {
+	t.Helper()
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.CopyFS(dir, os.DirFS(tree)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// serveCharts serves test/fixtures/charts on loopback and points the
+// imported applications at it instead of from.
+func serveCharts(t *testing.T, repo, from string) {
+	t.Helper()
+	charts, err := chartrepo.PackageDirs("../../test/fixtures/charts")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := chartrepo.Serve(charts, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Close() })
+	apps, err := filepath.Glob(filepath.Join(repo, "apps", "*", "app.yaml"))
+	if err != nil || len(apps) == 0 {
+		t.Fatalf("no imported apps: %v", err)
+	}
+	for _, p := range apps {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(strings.ReplaceAll(string(data), from, srv.URL)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
