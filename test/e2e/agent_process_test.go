@@ -17,6 +17,7 @@ import (
 	"github.com/flotilla-gitops/flotilla/pkg/slice"
 	"github.com/flotilla-gitops/flotilla/pkg/status"
 	"github.com/flotilla-gitops/flotilla/test/agentproc"
+	"github.com/flotilla-gitops/flotilla/test/gitserver"
 	"github.com/flotilla-gitops/flotilla/test/testenv"
 )
 
@@ -34,6 +35,22 @@ type agentProc struct {
 func startAgentProc(t *testing.T, c *testenv.Cluster, repo *fleetRepo, cluster, namespace, identity, cacheDir, creds string, args ...string) *agentProc {
 	t.Helper()
 	return startAgentProcKubeconfig(t, c.AdminKubeconfig(), repo, cluster, namespace, identity, cacheDir, creds, args...)
+}
+
+// handAgentFleet sets up an agent process's test: a fleet repo on srv
+// whose slice for cluster is one hand-written unit (a settings ConfigMap
+// in ns, "blue"), the agent's namespace agentNS in c, and the Git
+// credentials of the cluster's agent user. dir is the repo's working tree,
+// for later commits.
+func handAgentFleet(t *testing.T, c *testenv.Cluster, srv *gitserver.Server, cluster, ns, agentNS string) (dir string, repo *fleetRepo, creds string) {
+	t.Helper()
+	dir = t.TempDir()
+	writeHandSlice(t, dir, cluster, []handUnit{settingsUnit(ns, "blue")})
+	repo = newFleetRepo(t, srv, cluster, dir)
+	if err := c.CreateNamespace(testCtx(t), agentNS); err != nil {
+		t.Fatal(err)
+	}
+	return dir, repo, agentUser(t, srv, cluster)
 }
 
 // startAgentProcKubeconfig is startAgentProc with the given kubeconfig.
@@ -111,13 +128,7 @@ func TestAgentLeaderElection(t *testing.T) {
 	k := c.Client()
 	srv := agentGit(t)
 	const cluster, ns, agentNS = "leader", "leader-app", "flotilla-leader"
-	dir := t.TempDir()
-	writeHandSlice(t, dir, cluster, []handUnit{settingsUnit(ns, "blue")})
-	repo := newFleetRepo(t, srv, cluster, dir)
-	if err := c.CreateNamespace(testCtx(t), agentNS); err != nil {
-		t.Fatal(err)
-	}
-	creds := agentUser(t, srv, cluster)
+	_, repo, creds := handAgentFleet(t, c, srv, cluster, ns, agentNS)
 	const leaseDuration, retry = 4 * time.Second, time.Second
 	args := []string{"--interval", "2s", "--leader-elect",
 		"--leader-election-lease-duration", leaseDuration.String(), "--leader-election-renew-deadline", "3s",

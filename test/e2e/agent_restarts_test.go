@@ -21,13 +21,7 @@ func TestAgentRestartCause(t *testing.T) {
 	k := c.Client()
 	srv := agentGit(t)
 	const cluster, ns, agentNS, identity = "restarts", "restarts-app", "flotilla-restarts", "restarts-a"
-	dir := t.TempDir()
-	writeHandSlice(t, dir, cluster, []handUnit{settingsUnit(ns, "blue")})
-	repo := newFleetRepo(t, srv, cluster, dir)
-	if err := c.CreateNamespace(testCtx(t), agentNS); err != nil {
-		t.Fatal(err)
-	}
-	creds := agentUser(t, srv, cluster)
+	_, repo, creds := handAgentFleet(t, c, srv, cluster, ns, agentNS)
 	cache := t.TempDir()
 	start := func() *agentProc {
 		return startAgentProc(t, c, repo, cluster, agentNS, identity, cache, creds, "--interval", "2s", "--leader-elect",

@@ -66,13 +66,7 @@ func TestFaultCorruptGitCache(t *testing.T) {
 	k := c.Client()
 	srv := agentGit(t)
 	const cluster, ns, agentNS = "corrupt-cache", "corrupt-cache-app", "flotilla-corrupt-cache"
-	dir := t.TempDir()
-	writeHandSlice(t, dir, cluster, []handUnit{settingsUnit(ns, "blue")})
-	repo := newFleetRepo(t, srv, cluster, dir)
-	if err := c.CreateNamespace(testCtx(t), agentNS); err != nil {
-		t.Fatal(err)
-	}
-	creds := agentUser(t, srv, cluster)
+	dir, repo, creds := handAgentFleet(t, c, srv, cluster, ns, agentNS)
 	cache := t.TempDir()
 	args := []string{"--interval", "2s"}
 	first := startAgentProc(t, c, repo, cluster, agentNS, "corrupt-cache-1", cache, creds, args...)

@@ -24,13 +24,7 @@ func TestFaultGitHugeBlob(t *testing.T) {
 	srv := agentGit(t)
 	const cluster, ns, agentNS = "huge-blob", "huge-blob-app", "flotilla-huge-blob"
 	const blobSize, limit = 64 << 20, 16 << 20
-	dir := t.TempDir()
-	writeHandSlice(t, dir, cluster, []handUnit{settingsUnit(ns, "blue")})
-	repo := newFleetRepo(t, srv, cluster, dir)
-	if err := c.CreateNamespace(testCtx(t), agentNS); err != nil {
-		t.Fatal(err)
-	}
-	creds := agentUser(t, srv, cluster)
+	dir, repo, creds := handAgentFleet(t, c, srv, cluster, ns, agentNS)
 	cache := t.TempDir()
 	p := startAgentProcEnv(t, []string{"GODEBUG=gctrace=1"}, c.AdminKubeconfig(), repo, cluster, agentNS, "huge-blob-agent", cache, creds,
 		"--interval", "2s", "--git-max-fetch-size", fmt.Sprint(limit))
