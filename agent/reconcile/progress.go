@@ -1,6 +1,7 @@
 package reconcile
 
 import (
+	"cmp"
 	"context"
 	"slices"
 	"sync"
@@ -76,15 +77,7 @@ func (t *progressTracker) snapshot() *status.Progress {
 	}
 	p := *t.p
 	p.Units = slices.Clone(t.p.Units)
-	slices.SortFunc(p.Units, func(a, b status.UnitProgress) int {
-		if a.Name < b.Name {
-			return -1
-		}
-		if a.Name > b.Name {
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(p.Units, func(a, b status.UnitProgress) int { return cmp.Compare(a.Name, b.Name) })
 	return &p
 }
 
