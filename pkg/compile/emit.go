@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/flotilla-gitops/flotilla/pkg/slice"
 )
@@ -142,12 +143,25 @@ func entries(v any) orderedMap {
 
 // mapping writes a non-empty mapping at indent; when inline, the first key
 // continues the current line (a sequence item's "- ").
+// maxImplicitKey is the longest key YAML allows without "? ".
+const maxImplicitKey = 1024
+
 func (e *emitter) mapping(v any, indent int, inline bool) error {
 	for i, f := range entries(v) {
 		if i > 0 || !inline {
 			e.indent(indent)
 		}
-		e.b.WriteString(slice.QuoteScalar(f.key))
+		key := slice.QuoteScalar(f.key)
+		if utf8.RuneCountInString(key) > maxImplicitKey {
+			// YAML limits an implicit key to 1024 characters: a longer one
+			// is written as an explicit key ("? key" then ": value").
+			e.b.WriteString("? ")
+			e.b.WriteString(key)
+			e.b.WriteByte('\n')
+			e.indent(indent)
+		} else {
+			e.b.WriteString(key)
+		}
 		e.b.WriteByte(':')
 		if err := e.value(f.value, indent, indent+2); err != nil {
 			return fmt.Errorf("%s: %w", f.key, err)
