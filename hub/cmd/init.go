@@ -23,8 +23,9 @@ func newInitCommand() *cobra.Command {
 		Use:   "init DIR",
 		Short: "Create a fleet repo from the Flotilla template",
 		Long: `init writes a ready fleet repo into DIR: three example clusters (member1,
-member2, edge-1), five fleets, eight applications with their sources, a canary
-route, an admission policy, the vendored charts and the rendered slices, plus
+member2, edge-1), six fleets, eight applications with their sources, a canary
+route, an admission policy, a GPU batch job (a Volcano GlobalJob), the
+vendored charts and the rendered slices, plus
 a README explaining the layout, CI definitions and a CODEOWNERS example.
 The template is built into this binary, so init works offline.
 

@@ -86,7 +86,7 @@ func editFile(t *testing.T, p, from, to string) {
 func TestRenderCheckTemplate(t *testing.T) {
 	repo := copyTree(t, templateDir)
 	stdout, stderr, code := runCLI(t, "render", "--check", "--repo", repo)
-	if code != ExitOK || !strings.Contains(stdout, "rendered/ is up to date (3 clusters, 24 units)") {
+	if code != ExitOK || !strings.Contains(stdout, "rendered/ is up to date (3 clusters, 27 units)") {
 		t.Fatalf("check of the committed template: exit %d\nstdout: %s\nstderr: %s", code, stdout, stderr)
 	}
 
@@ -213,7 +213,7 @@ func TestRenderClusterFlag(t *testing.T) {
 func TestValidate(t *testing.T) {
 	repo := copyTree(t, templateDir)
 	stdout, stderr, code := runCLI(t, "validate", "--repo", repo)
-	if code != ExitOK || !strings.Contains(stdout, "fleet repo is valid: 3 clusters, 5 fleets, 8 applications") {
+	if code != ExitOK || !strings.Contains(stdout, "fleet repo is valid: 3 clusters, 6 fleets, 8 applications") {
 		t.Fatalf("exit %d\nstdout: %s\nstderr: %s", code, stdout, stderr)
 	}
 	stdout, _, code = runCLI(t, "validate", "--repo", repo, "-o", "json")

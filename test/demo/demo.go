@@ -18,6 +18,7 @@ import (
 
 	"github.com/flotilla-gitops/flotilla/pkg/bootstrap"
 	"github.com/flotilla-gitops/flotilla/pkg/fleetstatus"
+	"github.com/flotilla-gitops/flotilla/pkg/status"
 	istiocrds "github.com/flotilla-gitops/flotilla/test/fixtures/istio-crds"
 	"github.com/flotilla-gitops/flotilla/test/gitserver"
 	"github.com/flotilla-gitops/flotilla/test/testenv"
@@ -325,6 +326,101 @@ func (f *Fleet) WaitInSync(ctx context.Context, timeout time.Duration) (*fleetst
 		case <-time.After(2 * time.Second):
 		}
 	}
+}
+
+// DemoJob is the template's GlobalJob (jobs/gpu-smoke.yaml), which the demo
+// waits for, and the cluster its placement gives it.
+const (
+	DemoJob        = "gpu-smoke"
+	DemoJobCluster = "member1"
+)
+
+// WaitJobCompleted polls `flotilla status jobs` until the agents report
+// job name Completed on cluster, printing each change of its phase. A job
+// that ends Failed or Aborted is an error at once.
+func (f *Fleet) WaitJobCompleted(ctx context.Context, cluster, name string, timeout time.Duration) (*status.JobStatus, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	last := ""
+	for {
+		out, err := f.Run(ctx, "", f.Flotilla(), f.StatusArgs("jobs", "--cluster", cluster, "-o", "json")...)
+		if err == nil {
+			v := &fleetstatus.JobsView{}
+			if err = json.Unmarshal([]byte(out), v); err != nil {
+				return nil, fmt.Errorf("flotilla status jobs -o json: %w", err)
+			}
+			for _, j := range v.Jobs {
+				if j.Cluster != cluster || j.Name != name {
+					continue
+				}
+				line := fmt.Sprintf("job %s on %s: %s (preflight %s; %d running, %d succeeded)", name, cluster, j.Phase, j.Preflight, j.Running, j.Succeeded)
+				if line != last {
+					f.logf("  %s", line)
+					last = line
+				}
+				switch j.Phase {
+				case "Completed":
+					return &j.JobStatus, nil
+				case "Failed", "Aborted", "Terminated":
+					return &j.JobStatus, fmt.Errorf("job %s on %s ended %s: %s", name, cluster, j.Phase, j.Message)
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			if last == "" {
+				last = "not reported"
+			}
+			if err != nil {
+				last += "; last error: " + err.Error()
+			}
+			return nil, fmt.Errorf("job %s on %s not Completed after %s (%s): %w", name, cluster, timeout, last, ctx.Err())
+		case <-time.After(2 * time.Second):
+		}
+	}
+}
+
+// CollectorRollout is the rollout the "try this" steps give iot-collector:
+// member1 first, the other clusters once it has been Ready for 10s.
+const CollectorRollout = `  rollout:
+    bake: 10s
+    waves:
+      - name: canary
+        clusters: [member1]
+`
+
+// AddRollout appends CollectorRollout to apps/iot-collector/app.yaml in
+// the clone at dir.
+func AddRollout(dir string) error {
+	return editFile(filepath.Join(dir, "apps", "iot-collector", "app.yaml"), func(s string) (string, error) {
+		if !strings.Contains(s, "\nspec:\n") {
+			return "", errors.New("no spec")
+		}
+		return strings.TrimRight(s, "\n") + "\n" + CollectorRollout, nil
+	})
+}
+
+// EditCollectorCPU sets iot-collector's CPU request in the clone at dir.
+func EditCollectorCPU(dir, cpu string) error {
+	return editFile(filepath.Join(dir, "apps", "iot-collector", "manifests", "deployment.yaml"), func(s string) (string, error) {
+		const old = "cpu: 10m"
+		if !strings.Contains(s, old) {
+			return "", fmt.Errorf("no %q to edit", old)
+		}
+		return strings.Replace(s, old, "cpu: "+cpu, 1), nil
+	})
+}
+
+func editFile(path string, edit func(string) (string, error)) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	s, err := edit(string(b))
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return os.WriteFile(path, []byte(s), 0o644)
 }
 
 // Status runs `flotilla status -o json` against the fleet repo.

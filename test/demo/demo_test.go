@@ -13,6 +13,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/flotilla-gitops/flotilla/pkg/fleetstatus"
@@ -62,6 +63,42 @@ func TestDemo(t *testing.T) {
 	}
 	t.Logf("progress:\n%s\n%s", out.String(), table)
 
+	// The template's GlobalJob: gang-scheduled by Volcano on member1's GPU
+	// node, run to completion, reported through Git.
+	job, err := f.WaitJobCompleted(ctx, demo.DemoJobCluster, demo.DemoJob, 5*time.Minute)
+	if err != nil {
+		t.Fatalf("%v\nprogress:\n%s", err, out.String())
+	}
+	if job.Succeeded != 3 || job.Namespace != "ml" {
+		t.Errorf("job %s: %d pods succeeded in %q, want 3 in ml: %+v", demo.DemoJob, job.Succeeded, job.Namespace, job)
+	}
+	jobs, err := f.Run(ctx, "", f.Flotilla(), f.StatusArgs("jobs")...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(jobs, demo.DemoJob) || !strings.Contains(jobs, "Completed") {
+		t.Errorf("flotilla status jobs does not show %s Completed:\n%s", demo.DemoJob, jobs)
+	}
+	gpus := 0
+	pods := &corev1.PodList{}
+	if err := f.Cluster(demo.DemoJobCluster).Client().List(ctx, pods, client.InNamespace("ml")); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods.Items {
+		if p.Spec.SchedulerName != "volcano" {
+			t.Errorf("pod %s scheduled by %q, want volcano", p.Name, p.Spec.SchedulerName)
+		}
+		if _, wantsGPU := p.Spec.Containers[0].Resources.Limits["nvidia.com/gpu"]; wantsGPU {
+			gpus++
+			if !strings.Contains(p.Spec.NodeName, "-gpu") {
+				t.Errorf("GPU worker %s ran on %q, not on the GPU node", p.Name, p.Spec.NodeName)
+			}
+		}
+	}
+	if gpus != 2 {
+		t.Errorf("%d GPU workers in namespace ml, want 2", gpus)
+	}
+
 	// What the demo tells the user to try: edit, render, plan, push.
 	app := filepath.Join(f.CloneDir, "apps", "nginx", "app.yaml")
 	b, err := os.ReadFile(app)
@@ -86,11 +123,7 @@ func TestDemo(t *testing.T) {
 	if !strings.Contains(plan, "member1 3→6") || !strings.Contains(plan, "member2 1→2") {
 		t.Errorf("plan does not say the new division in words:\n%s", plan)
 	}
-	for _, args := range [][]string{{"add", "-A"}, {"commit", "-q", "-m", "Scale nginx"}, {"push", "-q"}} {
-		if _, err := f.Run(ctx, f.CloneDir, "git", args...); err != nil {
-			t.Fatal(err)
-		}
-	}
+	commitPush(ctx, t, f, "Scale nginx")
 	if _, err := f.WaitInSync(ctx, 5*time.Minute); err != nil {
 		t.Fatalf("after the push: %v\n%s", err, out.String())
 	}
@@ -101,6 +134,73 @@ func TestDemo(t *testing.T) {
 		}
 		if d.Spec.Replicas == nil || *d.Spec.Replicas != want || d.Status.AvailableReplicas != want {
 			t.Errorf("%s: nginx has %v replicas, %d available; want %d", name, d.Spec.Replicas, d.Status.AvailableReplicas, want)
+		}
+	}
+
+	// A change that travels the fleet wave by wave: iot-collector gets a
+	// rollout (member1 first), then a change; member1 runs it, the others
+	// keep the old Deployment until `flotilla rollout advance` releases
+	// the next wave.
+	if err := demo.AddRollout(f.CloneDir); err != nil {
+		t.Fatal(err)
+	}
+	// The declaration goes in its own commit: the rollout holds later
+	// waves on the content rendered with it.
+	if _, err := f.Run(ctx, f.CloneDir, f.Flotilla(), "render"); err != nil {
+		t.Fatal(err)
+	}
+	commitPush(ctx, t, f, "iot-collector: roll out to member1 first")
+	if err := demo.EditCollectorCPU(f.CloneDir, "20m"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Run(ctx, f.CloneDir, f.Flotilla(), "render"); err != nil {
+		t.Fatal(err)
+	}
+	commitPush(ctx, t, f, "iot-collector: more CPU, canary first")
+	if _, err := f.WaitInSync(ctx, 5*time.Minute); err != nil {
+		t.Fatalf("after the rollout's first wave: %v\n%s", err, out.String())
+	}
+	collectorCPU := func(cluster string) string {
+		d := &appsv1.Deployment{}
+		if err := f.Cluster(cluster).Client().Get(ctx, client.ObjectKey{Namespace: "iot", Name: "iot-collector"}, d); err != nil {
+			t.Fatal(err)
+		}
+		return d.Spec.Template.Spec.Containers[0].Resources.Requests.Cpu().String()
+	}
+	for cluster, want := range map[string]string{"member1": "20m", "member2": "10m", "edge-1": "10m"} {
+		if got := collectorCPU(cluster); got != want {
+			t.Errorf("wave 1: iot-collector on %s requests cpu %s, want %s", cluster, got, want)
+		}
+	}
+	rolloutStatus, err := f.Run(ctx, f.CloneDir, f.Flotilla(), "rollout", "status", "iot-collector")
+	if err != nil || !strings.Contains(rolloutStatus, "canary") {
+		t.Errorf("flotilla rollout status: %v\n%s", err, rolloutStatus)
+	}
+	// advance exits 1 until member1 has reported the unit Ready for the
+	// bake time; then it releases the rest.
+	var advanced string
+	for advanced == "" {
+		msg, err := f.Run(ctx, f.CloneDir, f.Flotilla(), "rollout", "advance")
+		if err == nil {
+			advanced = msg
+			break
+		}
+		if !errors.As(err, &exit) || exit.ExitCode() != 1 {
+			t.Fatalf("flotilla rollout advance: %v", err)
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("rollout advance released nothing: %v\n%s", err, msg)
+		case <-time.After(3 * time.Second):
+		}
+	}
+	commitPush(ctx, t, f, advanced)
+	if _, err := f.WaitInSync(ctx, 5*time.Minute); err != nil {
+		t.Fatalf("after rollout advance: %v\n%s", err, out.String())
+	}
+	for _, cluster := range demo.Clusters {
+		if got := collectorCPU(cluster); got != "20m" {
+			t.Errorf("after advance: iot-collector on %s requests cpu %s, want 20m", cluster, got)
 		}
 	}
 
@@ -117,6 +217,16 @@ func TestDemo(t *testing.T) {
 		// reaped by us) accepts it.
 		if err := syscall.Kill(pid, 0); err == nil {
 			t.Errorf("process %d still runs after Stop", pid)
+		}
+	}
+}
+
+// commitPush commits everything in the demo's clone and pushes it.
+func commitPush(ctx context.Context, t *testing.T, f *demo.Fleet, message string) {
+	t.Helper()
+	for _, args := range [][]string{{"add", "-A"}, {"commit", "-q", "-m", message}, {"push", "-q"}} {
+		if _, err := f.Run(ctx, f.CloneDir, "git", args...); err != nil {
+			t.Fatal(err)
 		}
 	}
 }

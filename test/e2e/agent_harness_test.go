@@ -164,7 +164,13 @@ func hubRender(t *testing.T, dir string) {
 	}
 }
 
-// copyTemplate copies fleet-repo-template into a temporary directory.
+// templateBatchFiles are the template's Volcano parts (its GPU fleet with
+// queues, and the GlobalJob), which need Volcano on the cluster: the demo's
+// clusters run it, the agent tests' shared cluster does not.
+var templateBatchFiles = []string{"fleets/gpu.yaml", "jobs"}
+
+// copyTemplate copies fleet-repo-template into a temporary directory,
+// without templateBatchFiles (the caller renders the copy again).
 func copyTemplate(t *testing.T) string {
 	t.Helper()
 	src := filepath.Join(agentproc.ModuleRoot(), "fleet-repo-template")
@@ -174,6 +180,12 @@ func copyTemplate(t *testing.T) string {
 			return err
 		}
 		rel, _ := filepath.Rel(src, p)
+		if slices.Contains(templateBatchFiles, filepath.ToSlash(rel)) {
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
+		}
 		target := filepath.Join(dst, rel)
 		if d.IsDir() {
 			return os.MkdirAll(target, 0o755)

@@ -52,6 +52,17 @@ func run(dir string, timeout, interval time.Duration) int {
 		return 1
 	}
 	fmt.Printf("\nThe fleet is in sync after %s. flotilla status:\n\n%s\n", time.Since(began).Round(time.Second), table)
+	fmt.Printf("waiting for the GlobalJob %s (jobs/%[1]s.yaml) to be gang-scheduled on %s's GPU node and complete:\n", demo.DemoJob, demo.DemoJobCluster)
+	if _, err := f.WaitJobCompleted(ctx, demo.DemoJobCluster, demo.DemoJob, timeout); err != nil {
+		fmt.Fprintln(os.Stderr, "demo:", err)
+		return 1
+	}
+	jobs, err := f.Run(ctx, "", f.Flotilla(), f.StatusArgs("jobs")...)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "demo:", err)
+		return 1
+	}
+	fmt.Printf("\nflotilla status jobs:\n\n%s\n", jobs)
 	fmt.Print(tryThis(f))
 	<-ctx.Done()
 	return 0
@@ -71,7 +82,22 @@ func tryThis(f *demo.Fleet) string {
   git add -A && git commit -m "Scale nginx" && git push
   %[3]s --watch
 
+A change that travels the fleet wave by wave — iot-collector to member1
+first, to member2 and edge-1 once member1 has been Ready for 10s:
+
+  cat >> apps/iot-collector/app.yaml <<'EOF'
+%[5]sEOF
+  %[2]s render && git add -A && git commit -qm "iot-collector: roll out to member1 first" && git push -q
+  sed -i 's/cpu: 10m/cpu: 20m/' apps/iot-collector/manifests/deployment.yaml
+  %[2]s render && %[2]s plan --base origin/main   # held for edge-1, member2
+  git add -A && git commit -qm "iot-collector: more CPU" && git push -q
+  %[2]s rollout status iot-collector            # wave canary, then the rest
+  %[2]s rollout advance --message-file /tmp/msg && git add -A && git commit -qF /tmp/msg && git push -q
+
+%[3]s jobs shows the GlobalJob (jobs/gpu-smoke.yaml); edit its
+workers' SETTING, render and push to run it again.
+
 Agents poll Git every 5s; their logs are under %[4]s/agents/.
 Press Ctrl-C to stop everything.
-`, f.CloneDir, f.Flotilla(), status, f.Dir)
+`, f.CloneDir, f.Flotilla(), status, f.Dir, demo.CollectorRollout)
 }
