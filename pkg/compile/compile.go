@@ -139,7 +139,7 @@ type compiler struct {
 	// checked).
 	sources    []gitsource.Result
 	unvendored map[string]bool
-	nsMemo map[string]*unitContent
+	nsMemo     map[string]*unitContent
 	// owned memoises units rebuilt by the ownership rules (ownership.go).
 	owned map[string]*unitContent
 	notes noteCollector
