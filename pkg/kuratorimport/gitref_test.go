@@ -52,4 +52,3 @@ func TestGitRefs(t *testing.T) {
 		})
 	}
 }
-
