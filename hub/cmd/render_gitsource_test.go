@@ -2,6 +2,7 @@ package cmd
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -149,11 +150,26 @@ func TestRenderVendorsAGitSource(t *testing.T) {
 		t.Fatalf("after --update-sources, version %q", v)
 	}
 
+	stdout, _, code = runCLI(t, "render", "--repo", repo, "-o", "json")
+	var sum renderSummary
+	if err := json.Unmarshal([]byte(stdout), &sum); err != nil || code != ExitOK {
+		t.Fatalf("render -o json: exit %d, %v\n%s", code, err, stdout)
+	}
+	want := sourceSummary{App: "podinfo", URL: srv.URL("podinfo"), Ref: "branch main", Path: "deploy", Commit: second, Dir: "sources/podinfo", Action: "unchanged"}
+	if len(sum.Sources) != 1 || sum.Sources[0] != want {
+		t.Errorf("json sources = %+v, want %+v", sum.Sources, want)
+	}
+
 	// The application asks for a tag without a render: --check names the lock.
 	editFile(t, filepath.Join(repo, "apps/podinfo/app.yaml"), "branch: main", "tag: v1")
 	stdout, _, code = runCLI(t, "render", "--check", "--repo", repo)
 	if code != ExitChanges || !strings.Contains(stdout, "sources/podinfo.lock.yaml: pins") {
 		t.Fatalf("check of a changed ref: exit %d\n%s", code, stdout)
+	}
+	stdout, _, code = runCLI(t, "render", "--check", "--repo", repo, "-o", "json")
+	sum = renderSummary{}
+	if err := json.Unmarshal([]byte(stdout), &sum); err != nil || code != ExitChanges || len(sum.Errors) != 1 || sum.Errors[0].File != "sources/podinfo.lock.yaml" {
+		t.Fatalf("check -o json of a changed ref: exit %d, %v\n%s", code, err, stdout)
 	}
 	if _, _, code := runCLI(t, "render", "--check", "--update-sources", "--repo", repo); code != ExitError {
 		t.Fatalf("--check --update-sources: exit %d, want %d", code, ExitError)
