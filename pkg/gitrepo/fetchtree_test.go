@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/flotilla-gitops/flotilla/pkg/gitrepo"
 	"github.com/flotilla-gitops/flotilla/test/gitserver"
@@ -213,4 +214,20 @@ func pushTree(t *testing.T, srv *gitserver.Server, branch string, files map[stri
 	// Fetched into the server's repository: no hook judges a fetch.
 	git(t, srv.RepoPath("src"), "fetch", "-q", dir, branch+":refs/heads/"+branch)
 	return srv.Head("src", branch)
+}
+
+// TestFetchTreeTimeout: a server slower than the timeout is an outage,
+// classified, for both calls that touch the network.
+func TestFetchTreeTimeout(t *testing.T) {
+	ctx := context.Background()
+	srv, auth, url := sourceRepo(t)
+	head := srv.Head("src", "main")
+	srv.SetDelay(5 * time.Second)
+	if _, err := gitrepo.ResolveRef(ctx, url, auth, 200*time.Millisecond, gitrepo.TreeRef{Branch: "main"}); !errors.Is(err, gitrepo.ErrUnreachable) {
+		t.Fatalf("ResolveRef: %v, want ErrUnreachable", err)
+	}
+	_, err := gitrepo.FetchTree(ctx, gitrepo.TreeRequest{URL: url, Auth: auth, Timeout: 200 * time.Millisecond, Commit: head, Dest: t.TempDir()})
+	if !errors.Is(err, gitrepo.ErrUnreachable) {
+		t.Fatalf("FetchTree: %v, want ErrUnreachable", err)
+	}
 }
