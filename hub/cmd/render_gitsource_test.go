@@ -175,3 +175,31 @@ func TestRenderVendorsAGitSource(t *testing.T) {
 		t.Fatalf("--check --update-sources: exit %d, want %d", code, ExitError)
 	}
 }
+
+// TestPlanShowsAnUpdatedGitSource: a pull request made with
+// --update-sources shows the source's changed objects in flotilla plan,
+// which compiles both sides from their pinned copies without the network.
+func TestPlanShowsAnUpdatedGitSource(t *testing.T) {
+	repo, srv, creds := gitSourceFleet(t)
+	if _, stderr, code := runCLI(t, "render", "--repo", repo, "--source-credentials-dir", creds); code != ExitOK {
+		t.Fatalf("render: exit %d\n%s", code, stderr)
+	}
+	planGit(t, repo, "init", "-q", "-b", "main")
+	planGit(t, repo, "add", "-A")
+	planGit(t, repo, "commit", "-q", "-m", "podinfo from Git")
+	planGit(t, repo, "checkout", "-q", "-b", "update-sources")
+	srv.Commit(t, "podinfo", gitserver.Maintainer, map[string]string{"deploy/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: podinfo\ndata:\n  version: two\n"}, nil, "two")
+	if _, stderr, code := runCLI(t, "render", "--repo", repo, "--update-sources", "--source-credentials-dir", creds); code != ExitOK {
+		t.Fatalf("render --update-sources: exit %d\n%s", code, stderr)
+	}
+	planGit(t, repo, "commit", "-q", "-am", "update sources")
+
+	before := srv.Stats("podinfo")
+	out, stderr, code := planCLI(t, "plan", "--repo", repo, "--base", "main", "--head", "update-sources", "--no-color")
+	if code != ExitChanges || !strings.Contains(out, "ConfigMap") || !strings.Contains(out, "+  version: two") {
+		t.Fatalf("plan: exit %d\n%s\n%s", code, out, stderr)
+	}
+	if d := srv.Stats("podinfo").Sub(before); d.InfoRefs+d.UploadPacks != 0 {
+		t.Errorf("plan used the network: %+v", d)
+	}
+}
