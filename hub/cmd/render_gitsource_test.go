@@ -87,7 +87,7 @@ func TestRenderVendorsAGitSource(t *testing.T) {
 	// Without credentials the forge refuses, and the error says which
 	// application and which remote.
 	_, stderr, code := runCLI(t, "render", "--repo", repo)
-	if code != ExitError || !strings.Contains(stderr, "podinfo") || !strings.Contains(stderr, "authentication") {
+	if code != ExitError || !strings.Contains(stderr, "apps/podinfo/app.yaml:8: spec.source.git: application podinfo: ls-remote "+srv.URL("podinfo")) || !strings.Contains(stderr, "authentication") {
 		t.Fatalf("render without credentials: exit %d\n%s", code, stderr)
 	}
 

@@ -301,7 +301,7 @@ func (c *compiler) vendorSources() error {
 	for _, a := range c.repo.Applications {
 		if g := a.Spec.Source.Git; g != nil {
 			specs = append(specs, gitsource.Spec{
-				App: a.Metadata.Name, URL: g.URL, Path: g.Path, File: a.Source.File,
+				App: a.Metadata.Name, URL: g.URL, Path: g.Path, File: a.Source.File, Line: a.Line("spec.source.git"),
 				Ref: gitsource.Ref{Branch: g.Ref.Branch, Tag: g.Ref.Tag, Commit: g.Ref.Commit},
 			})
 		}

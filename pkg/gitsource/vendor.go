@@ -59,8 +59,9 @@ type Spec struct {
 	URL  string
 	Ref  Ref
 	Path string
-	// File is the application's file, for messages.
+	// File and Line locate the application's spec.source.git, for messages.
 	File string
+	Line int
 }
 
 // Lock is the content of a lock file.
@@ -154,7 +155,7 @@ func Vendor(ctx context.Context, root string, specs []Spec, opts Options) ([]Res
 	for _, s := range specs {
 		r, problem, err := v.one(s)
 		if err != nil {
-			return nil, fmt.Errorf("application %s (%s): spec.source.git: %w", s.App, s.File, err)
+			return nil, fmt.Errorf("%s:%d: spec.source.git: application %s: %w", s.File, s.Line, s.App, err)
 		}
 		if problem != nil {
 			stale = append(stale, *problem)
