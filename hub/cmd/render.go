@@ -60,8 +60,8 @@ application) fails too; --check uses no network.
 
 The output is deterministic: files whose content did not change are not
 touched, stale clusters, units and files are removed. Commit rendered/ (and
-charts/) in the same pull request as the change; in CI, --check fails when
-they are stale.
+charts/, sources/) in the same pull request as the change; in CI, --check
+fails when they are stale.
 
 Exit codes: 0 done (or up to date with --check), 1 --check found files that
 differ, 2 invalid input or another error.`,
