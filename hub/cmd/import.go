@@ -52,9 +52,10 @@ clusterSelector becomes the list of the fleet's members whose labels match.
 Every field Flotilla has no equivalent for (intervals, suspend, Helm
 remediation, valuesFrom, Flagger rollout, fleet plugins, cluster
 provisioning, kubeconfig Secrets) is reported as a warning naming its file,
-line and field. A Git source is written as apps/<app>/source with a README
-saying what to vendor there and a placeholder that makes render fail until
-it is vendored. See docs/import-kurator.md.
+line and field. A gitRepository source becomes spec.source.git (url, ref and
+path), which the next flotilla render vendors into sources/<app>/ and pins;
+a ref Flotilla cannot pin (a semver range, a short commit) leaves the
+Application out with a warning. See docs/import-kurator.md.
 
 Nothing is written when any input is invalid or any file would be
 overwritten (unless --force). Run flotilla validate afterwards.

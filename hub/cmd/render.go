@@ -14,6 +14,8 @@ import (
 
 	"github.com/flotilla-gitops/flotilla/pkg/compile"
 	"github.com/flotilla-gitops/flotilla/pkg/fleet"
+	"github.com/flotilla-gitops/flotilla/pkg/gitrepo"
+	"github.com/flotilla-gitops/flotilla/pkg/gitsource"
 
 	"github.com/flotilla-gitops/flotilla/pkg/plural"
 )
@@ -33,6 +35,10 @@ type renderOptions struct {
 	authDir    string
 	// allWaves releases every wave of every rollout at once.
 	allWaves bool
+	// updateSources re-resolves Git sources' refs; sourceAuthDir holds
+	// their credentials.
+	updateSources bool
+	sourceAuthDir string
 }
 
 func newRenderCommand() *cobra.Command {
@@ -45,12 +51,17 @@ per cluster under rendered/<bucket>/<cluster>/: slice.yaml lists the units the
 cluster runs in dependency order, and each unit directory holds the generated
 kustomization.yaml (and values.yaml for Helm) that the cluster's agent builds.
 Chart-repository charts are vendored into charts/ first (offline when already
-vendored and locked).
+vendored and locked), and applications' external Git sources
+(spec.source.git) into sources/<app>/, pinned by sources/<app>.lock.yaml: a
+branch stays at its pinned commit until --update-sources resolves it again,
+so the move shows in the pull request. With --check, a vendored copy that no
+longer matches its pinned commit (or a lock that no longer matches its
+application) fails too; --check uses no network.
 
 The output is deterministic: files whose content did not change are not
 touched, stale clusters, units and files are removed. Commit rendered/ (and
-charts/) in the same pull request as the change; in CI, --check fails when
-they are stale.
+charts/, sources/) in the same pull request as the change; in CI, --check
+fails when they are stale.
 
 Exit codes: 0 done (or up to date with --check), 1 --check found files that
 differ, 2 invalid input or another error.`,
@@ -59,6 +70,9 @@ differ, 2 invalid input or another error.`,
 
   # In CI: fail (exit 1) and name the files when rendered/ is stale
   flotilla render --check --repo ./fleet
+
+  # Move every Git source's branch or tag to its current commit
+  flotilla render --update-sources --source-credentials-dir ./git-creds
 
   # Re-render two clusters only; other clusters' directories are left alone
   flotilla render --cluster member1 --cluster edge-1
@@ -78,6 +92,8 @@ differ, 2 invalid input or another error.`,
 	f.BoolVar(&o.progress, "progress", false, "report progress on stderr even when it is not a terminal")
 	f.StringVar(&o.statusRepo, "status-repo", "", "where GlobalJob BestFit placement reads the clusters' status (capacity): a URL or directory (default: --repo's own status refs when it is a Git repository)")
 	f.StringVar(&o.authDir, "git-credentials-dir", "", "directory with Git credentials for --status-repo (files username, password, bearerToken, identity, known_hosts, ca.crt)")
+	f.BoolVar(&o.updateSources, "update-sources", false, "resolve every Git source's branch or tag again and vendor the commit it names now (without it, sources stay at the commit their lock pins)")
+	f.StringVar(&o.sourceAuthDir, "source-credentials-dir", "", "directory with credentials for the applications' Git sources (files username, password, bearerToken, identity, known_hosts, ca.crt); never written to the repo")
 	f.BoolVar(&o.allWaves, "all-waves", false, "EMERGENCY: release every wave of every rollout at once (recorded in rendered/rollouts/ and named by plan)")
 	return c
 }
@@ -90,6 +106,7 @@ type renderSummary struct {
 	Clusters int              `json:"clusters"`
 	Units    int              `json:"units"`
 	Charts   []chartSummary   `json:"charts,omitempty"`
+	Sources  []sourceSummary  `json:"sources,omitempty"`
 	Changes  *compile.Changes `json:"changes,omitempty"`
 	Warnings []errorSummary   `json:"warnings,omitempty"`
 	Notes    []string         `json:"notes,omitempty"`
@@ -104,6 +121,16 @@ type chartSummary struct {
 	Version string `json:"version"`
 	Digest  string `json:"digest,omitempty"`
 	Path    string `json:"path"`
+}
+
+type sourceSummary struct {
+	App    string `json:"app"`
+	URL    string `json:"url"`
+	Ref    string `json:"ref"`
+	Path   string `json:"path,omitempty"`
+	Commit string `json:"commit"`
+	Dir    string `json:"dir"`
+	Action string `json:"action"`
 }
 
 type errorSummary struct {
@@ -160,7 +187,12 @@ func runRender(ctx context.Context, stdout, stderr io.Writer, o *renderOptions) 
 	if statusRepo == "" {
 		statusRepo = compile.DefaultStatusRepo(root)
 	}
+	sources, err := sourceOptions(o)
+	if err != nil {
+		return err
+	}
 	out, err := compile.Pipeline(ctx, repo, compile.PipelineOptions{
+		Sources:       sources,
 		Clusters:      o.clusters,
 		Progress:      progress.clusters,
 		StatusRepo:    statusRepo,
@@ -168,6 +200,10 @@ func runRender(ctx context.Context, stdout, stderr io.Writer, o *renderOptions) 
 		Warn:          func(msg string) { fmt.Fprintf(stderr, "warning: %s\n", msg) },
 		Rollout:       &compile.RolloutOptions{AllWaves: o.allWaves},
 	})
+	var stale *gitsource.StaleError
+	if errors.As(err, &stale) {
+		return reportStaleSources(stdout, o.output, sum, stale)
+	}
 	if err != nil {
 		return reportInputErrors(stdout, stderr, o.output, sum, err)
 	}
@@ -186,6 +222,12 @@ func runRender(ctx context.Context, stdout, stderr io.Writer, o *renderOptions) 
 	for _, v := range out.Charts {
 		sum.Charts = append(sum.Charts, chartSummary{Repo: v.Ref.Repo, Chart: v.Ref.Chart, Version: v.Version, Digest: v.Digest, Path: v.Path})
 	}
+	for _, r := range out.Sources {
+		sum.Sources = append(sum.Sources, sourceSummary{App: r.App, URL: r.URL, Ref: r.Ref.String(), Path: r.Path, Commit: r.Commit, Dir: r.Dir, Action: r.Action})
+		if r.Action != "unchanged" && o.output != "json" {
+			fmt.Fprintf(stdout, "source %s: %s %s (%s of %s) into %s/\n", r.App, r.Action, shortHash(r.Commit), r.Ref, r.URL, r.Dir)
+		}
+	}
 	sum.Scope = out.Scope
 	sum.Changes = &ch
 	sum.UpToDate = ch.Empty()
@@ -201,6 +243,41 @@ func runRender(ctx context.Context, stdout, stderr io.Writer, o *renderOptions) 
 		return exitError{code: ExitChanges}
 	}
 	return nil
+}
+
+// sourceOptions are the Git source settings of render's flags.
+func sourceOptions(o *renderOptions) (gitsource.Options, error) {
+	so := gitsource.Options{Update: o.updateSources, Check: o.check}
+	if o.check && o.updateSources {
+		return so, errors.New("--check and --update-sources do not go together: --check changes nothing")
+	}
+	if o.sourceAuthDir != "" {
+		auth, err := gitrepo.LoadAuth(o.sourceAuthDir)
+		if err != nil {
+			return so, err
+		}
+		so.Auth = auth
+	}
+	return so, nil
+}
+
+// reportStaleSources prints what --check found stale under sources/ and
+// exits 1, like stale rendered/ files.
+func reportStaleSources(stdout io.Writer, format string, sum *renderSummary, stale *gitsource.StaleError) error {
+	if format == "json" {
+		for _, p := range stale.Problems {
+			sum.Errors = append(sum.Errors, errorSummary{File: p.File, Class: gitsource.ErrStale.Error(), Message: p.String()})
+		}
+		if err := writeJSON(stdout, sum); err != nil {
+			return err
+		}
+	} else {
+		fmt.Fprintf(stdout, "sources/ is stale: %s; run `flotilla render` and commit the result:\n", plural.Count(len(stale.Problems), "Git source differs", "Git sources differ"))
+		for _, p := range stale.Problems {
+			fmt.Fprintf(stdout, "  %s\n", p)
+		}
+	}
+	return exitError{code: ExitChanges}
 }
 
 func printRenderText(w io.Writer, sum *renderSummary, ch *compile.Changes) {

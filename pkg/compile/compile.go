@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/flotilla-gitops/flotilla/pkg/fleet"
+	"github.com/flotilla-gitops/flotilla/pkg/gitsource"
 	"github.com/flotilla-gitops/flotilla/pkg/render/chartvendor"
 	"github.com/flotilla-gitops/flotilla/pkg/slice"
 )
@@ -13,6 +14,11 @@ import (
 // caller supplies another.
 type ChartVendor func(ctx context.Context, repoRoot string, refs []chartvendor.ChartRef) ([]chartvendor.VendoredChart, error)
 
+// SourceVendor vendors the applications' Git sources into the repo
+// (gitsource.Vendor with the command's options) and returns one Result per
+// spec.
+type SourceVendor func(ctx context.Context, repoRoot string, specs []gitsource.Spec) ([]gitsource.Result, error)
+
 // Options tune Compile.
 type Options struct {
 	// Clusters limits the compile to the named clusters; empty means all.
@@ -20,6 +26,9 @@ type Options struct {
 	// Charts vendors chart-repo charts. Required when an application uses a
 	// chart repository, unless ValidateOnly.
 	Charts ChartVendor
+	// Sources vendors Git sources. Required when an application has
+	// spec.source.git, unless ValidateOnly.
+	Sources SourceVendor
 	// ValidateOnly checks everything that can fail without vendoring charts;
 	// helm units of chart-repo charts get no chart path and their hashes
 	// leave the chart out, so the Output must not be written.
@@ -50,6 +59,8 @@ type Output struct {
 	Scope []string
 	// Charts are the vendored chart-repo charts, sorted by path.
 	Charts []chartvendor.VendoredChart
+	// Sources are the vendored Git sources, sorted by application.
+	Sources []gitsource.Result
 	// Warnings are problems that do not stop the render.
 	Warnings fleet.ErrorList
 	// Shared are generated files outside any cluster's directory — the
@@ -123,7 +134,12 @@ type compiler struct {
 	hasher *slice.TreeHasher
 	apps   []*appPlan
 	charts []chartvendor.VendoredChart
-	nsMemo map[string]*unitContent
+	// sources are the vendored Git sources; unvendored the applications
+	// whose copy is missing while ValidateOnly (their directory is not
+	// checked).
+	sources    []gitsource.Result
+	unvendored map[string]bool
+	nsMemo     map[string]*unitContent
 	// owned memoises units rebuilt by the ownership rules (ownership.go).
 	owned map[string]*unitContent
 	notes noteCollector
@@ -207,6 +223,9 @@ func (c *compiler) run() (*Output, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := c.vendorSources(); err != nil {
+		return nil, err
+	}
 	for _, a := range c.repo.Applications {
 		c.apps = append(c.apps, c.planApp(a))
 	}
@@ -229,7 +248,7 @@ func (c *compiler) run() (*Output, error) {
 			return nil, err
 		}
 	}
-	out := &Output{Charts: c.charts}
+	out := &Output{Charts: c.charts, Sources: c.sources}
 	if len(c.opts.Clusters) > 0 {
 		for _, cl := range clusters {
 			out.Scope = append(out.Scope, cl.Metadata.Name)

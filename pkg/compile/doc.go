@@ -35,5 +35,7 @@
 //     reports the differences without writing.
 //
 // Weighted replica division is pkg/placement's arithmetic; chart vendoring
-// is pkg/render/chartvendor's.
+// is pkg/render/chartvendor's; vendoring Git sources (spec.source.git, into
+// sources/<application>/ before any source is read; their paths are then
+// inside that copy) is pkg/gitsource's.
 package compile

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/flotilla-gitops/flotilla/pkg/fleet"
+	"github.com/flotilla-gitops/flotilla/pkg/gitsource"
 	"github.com/flotilla-gitops/flotilla/pkg/placement"
 	"github.com/flotilla-gitops/flotilla/pkg/render/chartvendor"
 	"github.com/flotilla-gitops/flotilla/pkg/slice"
@@ -50,6 +51,9 @@ func (c *compiler) planApp(a *fleet.Application) *appPlan {
 	}
 	src := a.Spec.Source
 	appDir := a.AppDir()
+	if src.Git != nil {
+		appDir = gitsource.VendorDir(a.Metadata.Name)
+	}
 	var srcField string
 	switch {
 	case src.Kustomize != nil:
@@ -77,7 +81,15 @@ func (c *compiler) planApp(a *fleet.Application) *appPlan {
 		c.field(a, "spec.source", fleet.ErrRequired, "", "one of kustomize, manifests or helm is required")
 		return &appPlan{app: a, broken: true}
 	}
-	if srcField != "" && !c.checkSourceDir(p, srcField) {
+	if srcField != "" && src.Git != nil && c.unvendored[a.Metadata.Name] {
+		// Validation alone: the source is not vendored yet, and render will.
+		switch p.kind {
+		case slice.UnitKustomize:
+			p.resources = []string{relFromUnitDir(p.srcDir)}
+		case slice.UnitHelm:
+			p.chartDir = p.srcDir
+		}
+	} else if srcField != "" && !c.checkSourceDir(p, srcField) {
 		p.broken = true
 	}
 	for i := range a.Spec.SyncPolicies {
@@ -279,6 +291,42 @@ func (c *compiler) planPolicy(p *appPlan, i int) *policyPlan {
 		return nil
 	}
 	return pp
+}
+
+// vendorSources vendors every application's Git source in one call, before
+// any source directory is read. Validation fetches nothing: an application
+// whose copy is not there yet is only marked unvendored.
+func (c *compiler) vendorSources() error {
+	var specs []gitsource.Spec
+	for _, a := range c.repo.Applications {
+		if g := a.Spec.Source.Git; g != nil {
+			specs = append(specs, gitsource.Spec{
+				App: a.Metadata.Name, URL: g.URL, Path: g.Path, File: a.Source.File, Line: a.Line("spec.source.git"),
+				Ref: gitsource.Ref{Branch: g.Ref.Branch, Tag: g.Ref.Tag, Commit: g.Ref.Commit},
+			})
+		}
+	}
+	if c.opts.ValidateOnly {
+		c.unvendored = map[string]bool{}
+		for _, s := range specs {
+			if fi, err := os.Stat(filepath.Join(c.repo.Root, filepath.FromSlash(gitsource.VendorDir(s.App)))); err != nil || !fi.IsDir() {
+				c.unvendored[s.App] = true
+			}
+		}
+		return nil
+	}
+	if c.opts.Sources == nil {
+		if len(specs) == 0 {
+			return nil
+		}
+		return errors.New("compile: applications use Git sources but no source vendor was given")
+	}
+	res, err := c.opts.Sources(c.ctx, c.repo.Root, specs)
+	if err != nil {
+		return fmt.Errorf("vendor Git sources: %w", err)
+	}
+	c.sources = res
+	return nil
 }
 
 // vendorCharts pins and vendors every chart-repo chart in one call.

@@ -10,6 +10,7 @@ import (
 	"github.com/flotilla-gitops/flotilla/pkg/fleet"
 	"github.com/flotilla-gitops/flotilla/pkg/fleetstatus"
 	"github.com/flotilla-gitops/flotilla/pkg/gitrepo"
+	"github.com/flotilla-gitops/flotilla/pkg/gitsource"
 	"github.com/flotilla-gitops/flotilla/pkg/render/chartvendor"
 	"github.com/flotilla-gitops/flotilla/pkg/slice"
 )
@@ -24,6 +25,9 @@ type PipelineOptions struct {
 	// Charts vendors chart-repo charts; nil means chartvendor.VendorCharts
 	// (offline when charts/ is vendored and locked).
 	Charts ChartVendor
+	// Sources say how Git sources are vendored (gitsource.Vendor): the
+	// zero value pins as the locks say and fetches only what is missing.
+	Sources gitsource.Options
 	// StatusRepo is where BestFit placement reads the clusters' reported
 	// capacity: a URL or a directory holding the status refs. Empty reads
 	// none (placement then uses Cluster.spec.capacity hints);
@@ -92,6 +96,9 @@ func Pipeline(ctx context.Context, repo *fleet.Repo, opts PipelineOptions) (*Out
 	}
 	if co.Charts == nil {
 		co.Charts = chartvendor.VendorCharts
+	}
+	co.Sources = func(ctx context.Context, root string, specs []gitsource.Spec) ([]gitsource.Result, error) {
+		return gitsource.Vendor(ctx, root, specs, opts.Sources)
 	}
 	if hasBestFit(repo) {
 		read := opts.Committed

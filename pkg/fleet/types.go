@@ -175,11 +175,32 @@ type ApplicationSpec struct {
 }
 
 // AppSource has exactly one of Kustomize, Manifests or Helm. Paths are
-// relative to the application's directory and may not leave the repo.
+// relative to the application's directory and may not leave the repo —
+// or, with Git, relative to the vendored copy of the Git source.
 type AppSource struct {
 	Kustomize *PathSource `json:"kustomize,omitempty"`
 	Manifests *PathSource `json:"manifests,omitempty"`
 	Helm      *HelmSource `json:"helm,omitempty"`
+	// Git is an external repository the hub vendors into
+	// sources/<application>/ at render time (pkg/gitsource); the other
+	// field's path is then inside that copy.
+	Git *GitSource `json:"git,omitempty"`
+}
+
+// GitSource is a directory of an external Git repository at a ref.
+type GitSource struct {
+	URL string `json:"url"`
+	Ref GitRef `json:"ref"`
+	// Path is the directory of the repository that is vendored (default:
+	// the whole tree).
+	Path string `json:"path,omitempty"`
+}
+
+// GitRef is exactly one of a branch, a tag or a full commit hash.
+type GitRef struct {
+	Branch string `json:"branch,omitempty"`
+	Tag    string `json:"tag,omitempty"`
+	Commit string `json:"commit,omitempty"`
 }
 
 // PathSource is a directory in the repo.

@@ -69,6 +69,9 @@ func (v *validator) appSource(d *document, a *Application) {
 		d.errorf("spec.source", ErrInvalidValue, "set only one of kustomize, manifests or helm")
 		return
 	}
+	if src.Git != nil {
+		gitSource(d, src.Git)
+	}
 	switch {
 	case src.Kustomize != nil:
 		v.sourcePath(d, a, "spec.source.kustomize.path", src.Kustomize.Path, "kustomization.yaml", "kustomization.yml", "Kustomization")
@@ -83,6 +86,11 @@ func (v *validator) appSource(d *document, a *Application) {
 // must exist, be a directory holding one of want (if given), and stay in
 // the repo, symlinks included.
 func (v *validator) sourcePath(d *document, a *Application, field, p string, want ...string) {
+	if a.Spec.Source.Git != nil {
+		// Inside the vendored copy, which render fetches and checks.
+		vendoredPath(d, field, p)
+		return
+	}
 	if p == "" {
 		d.errorf(field, ErrRequired, "a path relative to %s/", a.AppDir())
 		return
@@ -136,7 +144,7 @@ var helmChartName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
 func (v *validator) helmSource(d *document, a *Application, h *HelmSource) {
 	const field = "spec.source.helm"
 	switch {
-	case h.Path != "":
+	case h.Path != "" || a.Spec.Source.Git != nil:
 		for _, f := range []struct{ name, value string }{{"repo", h.Repo}, {"chart", h.Chart}, {"version", h.Version}} {
 			if f.value != "" {
 				d.errorf(field+"."+f.name, ErrInvalidValue, "set either path or repo and chart, not both")

@@ -40,6 +40,14 @@
 // BlobHash and ExportTreePaths (part of a tree) let plan leave a large
 // generated directory unexported.
 //
+// External sources (hub, pkg/gitsource): ResolveRef resolves a branch or
+// tag of a remote with one ls-remote (peeling annotated tags); FetchTree
+// fetches one commit (depth 1, into a temporary store) and writes one
+// subtree of it, after checking the whole subtree against TreeLimits and
+// for unsafe names, symlinks leaving it and submodules; DirTreeHash gives
+// the Git tree hash of a directory on disk, so a vendored copy is checked
+// against its commit without the network.
+//
 // Credentials: Auth, from a mounted Secret with LoadAuth (Flux's keys:
 // username, password, bearerToken, identity, known_hosts, ca.crt). Auth
 // never prints secrets, and URLs are redacted in errors.

@@ -113,6 +113,10 @@ func isUnreachable(err error) bool {
 	return false
 }
 
+// RedactURL is a remote URL without its credentials, for messages and
+// for anything written to a repository.
+func RedactURL(raw string) string { return redactURL(raw) }
+
 // redactURL removes credentials from a remote URL for messages.
 func redactURL(raw string) string {
 	u, err := url.Parse(raw)

@@ -39,21 +39,26 @@ func resolveCommit(r *git.Repository, rev string) (*object.Commit, error) {
 	if err != nil {
 		return nil, fmt.Errorf("resolve %q: %w: %w", rev, ErrRevisionNotFound, err)
 	}
+	return peelToCommit(r.Storer, *h, rev)
+}
+
+// peelToCommit returns the commit h names, following tag objects; rev
+// names h in messages.
+func peelToCommit(s storer.EncodedObjectStorer, h plumbing.Hash, rev string) (*object.Commit, error) {
 	for range 10 { // tags of tags, bounded
-		obj, err := r.Storer.EncodedObject(plumbing.AnyObject, *h)
+		obj, err := s.EncodedObject(plumbing.AnyObject, h)
 		if err != nil {
 			return nil, fmt.Errorf("resolve %q: %w: %w", rev, ErrRevisionNotFound, err)
 		}
 		switch obj.Type() {
 		case plumbing.CommitObject:
-			return object.DecodeCommit(r.Storer, obj)
+			return object.DecodeCommit(s, obj)
 		case plumbing.TagObject:
-			tag, err := object.DecodeTag(r.Storer, obj)
+			tag, err := object.DecodeTag(s, obj)
 			if err != nil {
 				return nil, err
 			}
-			target := tag.Target
-			h = &target
+			h = tag.Target
 		default:
 			return nil, fmt.Errorf("resolve %q: %w: %s is a %s", rev, ErrRevisionNotFound, h, obj.Type())
 		}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -64,6 +65,12 @@ func (c *converter) application(o *object) {
 	if src.GitRepository != nil && src.GitRepository.URL == "" {
 		c.fail(o, "spec.source.gitRepository.url", fleet.ErrRequired, "the Git repository URL")
 		return
+	}
+	if src.GitRepository != nil {
+		if _, problem := convertGitRef(src.GitRepository.Ref); problem != "" {
+			c.warn(o, "spec.source.gitRepository.ref", ErrNeedsAction, "application not imported: %s", problem)
+			return
+		}
 	}
 	if src.HelmRepository != nil && src.HelmRepository.URL == "" {
 		c.fail(o, "spec.source.helmRepository.url", fleet.ErrRequired, "the chart repository URL")
@@ -246,11 +253,15 @@ func (c *converter) emitApp(o *object, spec *appSpec, name string, sh shape, ps 
 	}
 	switch {
 	case spec.Source.GitRepository != nil:
-		c.gitPlaceholder(o, spec.Source.GitRepository, name, sh, first)
+		// flotilla render vendors it into sources/<name>/ and pins it.
+		g := spec.Source.GitRepository
+		ref, _ := convertGitRef(g.Ref)
+		app.Spec.Source.Git = &fleet.GitSource{URL: g.URL, Ref: ref, Path: sh.Path}
 		if sh.Helm {
-			app.Spec.Source.Helm = &fleet.HelmSource{Path: "source", ReleaseName: sh.ReleaseName}
+			app.Spec.Source.Git.Path = sh.Chart
+			app.Spec.Source.Helm = &fleet.HelmSource{Path: ".", ReleaseName: sh.ReleaseName}
 		} else {
-			app.Spec.Source.Kustomize = &fleet.PathSource{Path: "source"}
+			app.Spec.Source.Kustomize = &fleet.PathSource{Path: "."}
 		}
 	default:
 		app.Spec.Source.Helm = &fleet.HelmSource{Repo: spec.Source.HelmRepository.URL, Chart: sh.Chart, Version: sh.Version, ReleaseName: sh.ReleaseName}
@@ -276,54 +287,35 @@ func convertJSON(in, out any) error {
 	return json.Unmarshal(data, out)
 }
 
-// gitPlaceholder writes apps/<name>/source: a README saying what to vendor
-// and a placeholder that makes render fail until it is vendored, so the
-// application is never deployed empty.
-func (c *converter) gitPlaceholder(o *object, g *gitRepository, name string, sh shape, field string) {
-	dir := "apps/" + name + "/source"
-	treePath, ref, checkout := sh.Path, "the default branch", ""
-	if sh.Helm {
-		treePath = sh.Chart
-	}
-	if r := g.Ref; r != nil {
-		switch {
-		case r.Commit != "":
-			ref, checkout = "commit "+r.Commit, r.Commit
-		case r.Name != "":
-			ref, checkout = "reference "+r.Name, r.Name
-		case r.SemVer != "":
-			ref, checkout = "the highest tag matching "+r.SemVer, "<tag matching "+r.SemVer+">"
-		case r.Tag != "":
-			ref, checkout = "tag "+r.Tag, r.Tag
-		case r.Branch != "":
-			ref, checkout = "branch "+r.Branch, r.Branch
+// convertGitRef turns Flux's GitRepositoryRef into a Flotilla ref, in
+// Flux's order of precedence (commit, name, semver, tag, branch); no ref
+// is Flux's default, branch master. problem says why one has no
+// equivalent.
+func convertGitRef(r *gitRef) (fleet.GitRef, string) {
+	switch {
+	case r == nil:
+		return fleet.GitRef{Branch: "master"}, ""
+	case r.Commit != "":
+		if !fullCommit.MatchString(r.Commit) {
+			return fleet.GitRef{}, fmt.Sprintf("commit %q is not a full 40-character hash; give the full hash", r.Commit)
 		}
+		return fleet.GitRef{Commit: r.Commit}, ""
+	case r.Name != "":
+		if b, ok := strings.CutPrefix(r.Name, "refs/heads/"); ok {
+			return fleet.GitRef{Branch: b}, ""
+		}
+		if t, ok := strings.CutPrefix(r.Name, "refs/tags/"); ok {
+			return fleet.GitRef{Tag: t}, ""
+		}
+		return fleet.GitRef{}, fmt.Sprintf("reference %q is neither a branch nor a tag; write the application with a branch, tag or commit", r.Name)
+	case r.SemVer != "":
+		return fleet.GitRef{}, fmt.Sprintf("semver range %q: flotilla render pins a branch, tag or commit, not a range; write the application with the tag you want", r.SemVer)
+	case r.Tag != "":
+		return fleet.GitRef{Tag: r.Tag}, ""
+	case r.Branch != "":
+		return fleet.GitRef{Branch: r.Branch}, ""
 	}
-	from := treePath
-	if from == "" {
-		from = "."
-	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "# %s: vendor the Git source here\n\n", name)
-	fmt.Fprintf(&b, "Kurator fetched this application from Git while reconciling (%s:%d, %s %s/%s, %s).\n", o.File, o.line(field), o.Kind, o.Meta.Namespace, o.Meta.Name, field)
-	b.WriteString("Flotilla agents read only the fleet repo, and `flotilla render` does not fetch\n")
-	b.WriteString("external Git sources yet, so copy the tree into this directory and commit it:\n\n")
-	fmt.Fprintf(&b, "- repository: %s\n- ref: %s\n- path: %s\n\n", g.URL, ref, from)
-	b.WriteString("```sh\n")
-	fmt.Fprintf(&b, "git clone %s /tmp/%s\n", g.URL, name)
-	if checkout != "" {
-		fmt.Fprintf(&b, "git -C /tmp/%s checkout %s\n", name, checkout)
-	}
-	fmt.Fprintf(&b, "rm -rf %s && cp -R /tmp/%s/%s %s\n", dir, name, from, dir)
-	b.WriteString("```\n\n")
-	b.WriteString("Until then this directory holds a placeholder that makes `flotilla render`\nfail on purpose, so the application is never deployed empty.\n")
-	c.res.Files[dir+"/README.md"] = []byte(b.String())
-	msg := fmt.Sprintf("placeholder: %s %s at %s", ref, g.URL, from)
-	if sh.Helm {
-		c.res.Files[dir+"/Chart.yaml"] = []byte("# Placeholder written by flotilla import kurator; see README.md.\napiVersion: v2\nname: " + path.Base("/"+from) + "\nversion: 0.0.0-not-vendored\n")
-		c.res.Files[dir+"/templates/not-vendored.yaml"] = []byte(fmt.Sprintf("{{ fail %q }}\n", dir+" is a "+msg+" is not vendored (see its README.md)"))
-	} else {
-		c.res.Files[dir+"/kustomization.yaml"] = []byte("# Placeholder written by flotilla import kurator: vendor the Git source\n# here as README.md says; until then render fails on purpose.\napiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n- NOT-VENDORED-see-README.md\n")
-	}
-	c.warn(o, "spec.source.gitRepository.url", ErrNeedsAction, "vendor %s (%s, path %s) into %s as its README.md says; render fails until then", g.URL, ref, from, dir)
+	return fleet.GitRef{Branch: "master"}, ""
 }
+
+var fullCommit = regexp.MustCompile(`^[0-9a-f]{40}$`)

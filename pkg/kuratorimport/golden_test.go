@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -16,21 +17,21 @@ import (
 	"github.com/flotilla-gitops/flotilla/pkg/render"
 	"github.com/flotilla-gitops/flotilla/pkg/slice"
 	"github.com/flotilla-gitops/flotilla/test/chartrepo"
+	"github.com/flotilla-gitops/flotilla/test/gitserver"
 	"github.com/flotilla-gitops/flotilla/test/golden"
 )
 
 // TestGolden converts each Kurator-shaped fixture, compares the files and
 // warnings with testdata/golden/<case>.txt, then loads and validates the
 // result with the fleet loader and compile pipeline flotilla validate uses,
-// and renders it: Git placeholders first fail the render, then render once
-// the fixture's tree is vendored in their place; Helm charts come from a
+// and renders it: Git sources are vendored by the render from a real Git
+// server on loopback serving the fixture's trees; Helm charts come from a
 // real chart repository on loopback.
 func TestGolden(t *testing.T) {
 	cases := []struct {
 		name string
-		// vendor maps an app's source directory to the tree under
-		// testdata/vendor copied there before rendering.
-		vendor map[string]string
+		// git serves the Kurator fixtures' Git repositories (upstreamGit).
+		git bool
 		// chartRepo is replaced by a loopback chart repository's URL.
 		chartRepo string
 		// units are the rendered applications per cluster.
@@ -44,10 +45,7 @@ func TestGolden(t *testing.T) {
 		},
 		{
 			name: "git-kustomize",
-			vendor: map[string]string{
-				"apps/gitrepo-kustomization-demo-webapp/source": "webapp",
-				"apps/gitrepo-kustomization-demo-2/source":      "kustomize",
-			},
+			git:  true,
 			units: map[string][]string{
 				"kurator-member1": {"gitrepo-kustomization-demo-2", "gitrepo-kustomization-demo-webapp"},
 				"kurator-member2": {"gitrepo-kustomization-demo-2", "gitrepo-kustomization-demo-webapp"},
@@ -62,10 +60,7 @@ func TestGolden(t *testing.T) {
 		},
 		{
 			name: "cluster-selector",
-			vendor: map[string]string{
-				"apps/default-demo/source": "webapp",
-				"apps/team-b-demo/source":  "webapp",
-			},
+			git:  true,
 			units: map[string][]string{
 				"test-1": {"default-demo"}, "dev-1": {"default-demo"}, "dev-2": {"default-demo"},
 				"dev-outside": nil, "team-b-edge": {"team-b-demo"},
@@ -97,13 +92,8 @@ func TestGolden(t *testing.T) {
 			}
 			golden.Assert(t, filepath.Join("testdata", "golden", tc.name+".txt"), describe(res, append(loaded.Warnings, out.Warnings...)))
 
-			if len(tc.vendor) > 0 {
-				if _, _, err := renderAll(ctx, repo); err == nil || !strings.Contains(err.Error(), "NOT-VENDORED") {
-					t.Fatalf("render with Git placeholders: err = %v, want the placeholder named", err)
-				}
-			}
-			for dir, tree := range tc.vendor {
-				vendorTree(t, filepath.Join("testdata", "vendor", tree), filepath.Join(repo, dir))
+			if tc.git {
+				upstreamGit(t, repo)
 			}
 			if tc.chartRepo != "" {
 				serveCharts(t, repo, tc.chartRepo)
@@ -111,6 +101,9 @@ func TestGolden(t *testing.T) {
 			units, text, err := renderAll(ctx, repo)
 			if err != nil {
 				t.Fatalf("render: %v", err)
+			}
+			if locks, _ := filepath.Glob(filepath.Join(repo, "sources", "*.lock.yaml")); tc.git && len(locks) != 2 {
+				t.Errorf("render vendored %d Git sources, want 2: %v", len(locks), locks)
 			}
 			if fmt.Sprint(units) != fmt.Sprint(tc.units) {
 				t.Errorf("rendered units = %v, want %v", units, tc.units)
@@ -186,15 +179,63 @@ func renderAll(ctx context.Context, repo string) (map[string][]string, map[strin
 	return units, text, nil
 }
 
-// vendorTree replaces the placeholder dir with the files of tree, as the
-// README written by the import tells the user to.
-func vendorTree(t *testing.T, tree, dir string) {
+// upstreamGit serves the Git repositories the fixtures name on a real Git
+// server — podinfo (branch master, tag 6.5.0) with testdata/vendor/webapp
+// at deploy/webapp and testdata/vendor/kustomize at kustomize, and
+// team-b/demo with testdata/vendor/webapp at deploy — and points the
+// imported applications at it (the fixture's placeholder commit becomes
+// team-b/demo's real one). The render then vendors them into sources/.
+func upstreamGit(t *testing.T, repo string) {
 	t.Helper()
-	if err := os.RemoveAll(dir); err != nil {
+	cfg := gitserver.ForgeConfig()
+	cfg.AnonymousRead = true
+	srv := gitserver.Start(t, cfg)
+	podinfo := t.TempDir()
+	copyTree(t, filepath.Join("testdata", "vendor", "webapp"), filepath.Join(podinfo, "deploy", "webapp"))
+	copyTree(t, filepath.Join("testdata", "vendor", "kustomize"), filepath.Join(podinfo, "kustomize"))
+	srv.MustCreateRepo(t, "podinfo", podinfo)
+	head := srv.Head("podinfo", "main")
+	for _, ref := range []string{"refs/heads/master", "refs/tags/6.5.0"} {
+		cmd := exec.Command("git", "--git-dir="+srv.RepoPath("podinfo"), "update-ref", ref, head)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("%v: %s", err, out)
+		}
+	}
+	demo := t.TempDir()
+	copyTree(t, filepath.Join("testdata", "vendor", "webapp"), filepath.Join(demo, "deploy"))
+	srv.MustCreateRepo(t, "team-b/demo", demo)
+	rewriteApps(t, repo, strings.NewReplacer(
+		"https://github.com/stefanprodan/podinfo", srv.URL("podinfo"),
+		"https://git.example.com/team-b/demo.git", srv.URL("team-b/demo"),
+		"0123456789abcdef0123456789abcdef01234567", srv.Head("team-b/demo", "main"),
+	))
+}
+
+func copyTree(t *testing.T, from, to string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(to), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.CopyFS(dir, os.DirFS(tree)); err != nil {
+	if err := os.CopyFS(to, os.DirFS(from)); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// rewriteApps applies r to every imported app.yaml.
+func rewriteApps(t *testing.T, repo string, r *strings.Replacer) {
+	t.Helper()
+	apps, err := filepath.Glob(filepath.Join(repo, "apps", "*", "app.yaml"))
+	if err != nil || len(apps) == 0 {
+		t.Fatalf("no imported apps: %v", err)
+	}
+	for _, p := range apps {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(r.Replace(string(data))), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
@@ -211,17 +252,5 @@ func serveCharts(t *testing.T, repo, from string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = srv.Close() })
-	apps, err := filepath.Glob(filepath.Join(repo, "apps", "*", "app.yaml"))
-	if err != nil || len(apps) == 0 {
-		t.Fatalf("no imported apps: %v", err)
-	}
-	for _, p := range apps {
-		data, err := os.ReadFile(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(strings.ReplaceAll(string(data), from, srv.URL)), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	rewriteApps(t, repo, strings.NewReplacer(from, srv.URL))
 }

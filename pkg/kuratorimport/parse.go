@@ -23,7 +23,7 @@ var (
 	// equivalent for, dropped from the output.
 	ErrNoEquivalent = errors.New("no Flotilla equivalent")
 	// ErrNeedsAction classes a warning the user must act on before the
-	// imported repo renders as Kurator deployed it (a Git source to vendor).
+	// imported repo renders as Kurator deployed it (a Git ref render cannot pin).
 	ErrNeedsAction = errors.New("action needed")
 	// ErrUnknownKind classes a document that is not a Kurator kind this
 	// importer reads.

@@ -155,7 +155,7 @@ var reasons = map[string]string{
 	"rollout":            "Flagger progressive delivery: see TrafficRoute in docs/fleet-repo.md",
 	"plugin":             "fleet plugins (metrics, policy, backup, storage, Flagger, Submariner): deploy the add-on as an Application",
 	"kubeconfig":         "Flotilla is pull mode and holds no kubeconfig: install the agent with flotilla bootstrap",
-	"secretRef":          "credentials: sources are fetched when vendoring, not by the agent",
+	"secretRef":          "credentials: sources are fetched when vendoring, not by the agent: give them to flotilla render --source-credentials-dir",
 	"ociRepository":      "OCI sources are not supported yet",
 	"serviceAccountName": "the agent applies with its own ServiceAccount",
 	"force":              "the agent never recreates objects on immutable-field conflicts",
