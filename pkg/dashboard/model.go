@@ -16,9 +16,9 @@ import (
 
 // Model is what the page shows; its JSON is Server's /fleet.json.
 type Model struct {
-	Repo     string   `json:"repo"`
-	Branch   string   `json:"branch"`
-	Head     Revision `json:"head"`
+	Repo     string       `json:"repo"`
+	Branch   string       `json:"branch"`
+	Head     Revision     `json:"head"`
 	Time     time.Time    `json:"time"`
 	Summary  []StateCount `json:"summary"`
 	Fleets   []string     `json:"fleets"`
@@ -101,11 +101,11 @@ type Unit struct {
 
 // Rollout is the branch head's progress across the fleet.
 type Rollout struct {
-	Commit   Revision        `json:"commit"`
-	Subject  string          `json:"subject"`
-	Author   string          `json:"author"`
-	State    string          `json:"state"`
-	Summary  []StateCount    `json:"summary"`
+	Commit  Revision     `json:"commit"`
+	Subject string       `json:"subject"`
+	Author  string       `json:"author"`
+	State   string       `json:"state"`
+	Summary []StateCount `json:"summary"`
 	// Clusters are those the commit was dispatched to; Unaffected counts
 	// the others.
 	Clusters   []RolloutTarget `json:"clusters"`

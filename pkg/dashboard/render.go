@@ -3,8 +3,8 @@ package dashboard
 import (
 	"bytes"
 	"crypto/sha256"
-	"encoding/base64"
 	_ "embed"
+	"encoding/base64"
 	"fmt"
 	"html/template"
 	"io"
