@@ -2,12 +2,15 @@ package dashboard
 
 import (
 	"net/url"
+	"regexp"
 	"strings"
 )
 
 // CommitLinker turns a commit hash into the URL of its page; nil links
 // nothing.
 type CommitLinker func(hash string) string
+
+var nameSegment = regexp.MustCompile(`^[A-Za-z0-9_.-]+$`)
 
 // CommitTemplate is the placeholder a --commit-url template holds.
 const CommitTemplate = "{sha}"
@@ -25,8 +28,16 @@ func LinkerFor(repo, template string) CommitLinker {
 		return nil
 	}
 	path = strings.TrimSuffix(strings.Trim(path, "/"), ".git")
-	if strings.Count(path, "/") < 1 || strings.ContainsAny(path, "?#") {
+	segments := strings.Split(path, "/")
+	if len(segments) < 2 {
 		return nil
+	}
+	for _, s := range segments {
+		// Owner, group and project names on both forges; anything else
+		// is not a project path we know how to link.
+		if !nameSegment.MatchString(s) || strings.Trim(s, ".") == "" {
+			return nil
+		}
 	}
 	var sep string
 	switch host {
