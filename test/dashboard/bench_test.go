@@ -61,7 +61,7 @@ func BenchmarkDashboard1000(b *testing.B) {
 		url := serveDashboard(b, "--repo", repo, "--refresh", "1m")
 		b.StartTimer()
 		start = time.Now()
-		do(b, ctx, 2*time.Minute, chromedp.Navigate(url), chromedp.WaitVisible("#f-count"))
+		do(b, ctx, 2*time.Minute, chromedp.Navigate(url), chromedp.WaitVisible(chromedp.ID("f-count")))
 		wall := time.Since(start)
 		b.StopTimer()
 

@@ -256,7 +256,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	hub := []string{"--repo", srv.URL("fleet"), "--git-credentials-dir", agentproc.CredentialsDir(t, gitserver.Maintainer, srv.Password(gitserver.Maintainer)),
 		"--cache-dir", t.TempDir(), "--commit-url", "https://git.example.com/fleet/commit/{sha}"}
 	url := serveDashboard(t, append(hub, "--refresh", "1s")...)
-	do(t, ctx, time.Minute, chromedp.Navigate(url), chromedp.WaitVisible("#clusters"))
+	do(t, ctx, time.Minute, chromedp.Navigate(url), chromedp.WaitVisible(chromedp.ID("clusters")))
 	// Set on this page only: a reload would lose it.
 	eval[string](t, ctx, `window.sameDocument = "yes"`)
 
@@ -303,7 +303,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	}
 	screenshot(t, ctx, "dashboard-filtered")
 	setFilter(t, ctx, "f-state", "")
-	do(t, ctx, 30*time.Second, chromedp.SendKeys("#f-label", "tier=edge"))
+	do(t, ctx, 30*time.Second, chromedp.SendKeys(chromedp.ID("f-label"), "tier=edge"))
 	r = rows(t, ctx)
 	if !r[alpha].Hidden || r[beta].Hidden || r[gamma].Hidden {
 		t.Errorf("label filter tier=edge: %s", describe(r))
@@ -337,7 +337,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	if err := os.WriteFile(file, []byte(page), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	do(t, ctx, time.Minute, chromedp.Navigate("file://"+file), chromedp.WaitVisible("#clusters"))
+	do(t, ctx, time.Minute, chromedp.Navigate("file://"+file), chromedp.WaitVisible(chromedp.ID("clusters")))
 	r = rows(t, ctx)
 	if r[alpha].State != "InSync" || r[beta].State != "InSync" || r[gamma].State != "Unreachable" {
 		t.Errorf("status -o html: %s", describe(r))
