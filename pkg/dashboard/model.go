@@ -222,8 +222,10 @@ func revision(rev string, link CommitLinker) Revision {
 	if rev == "" {
 		return Revision{}
 	}
-	r := Revision{Full: rev, Short: status.ShortRevision(rev)}
-	if h := status.RevisionHash(rev); link != nil && h != "" {
+	// The hash alone, abbreviated as git does; the branch is the page's.
+	h := status.RevisionHash(rev)
+	r := Revision{Full: rev, Short: h[:min(12, len(h))]}
+	if link != nil && h != "" {
 		r.URL = link(h)
 	}
 	return r
