@@ -27,6 +27,8 @@ readonly TOOLS=(
 	diff:diffutils
 	flock:util-linux
 	sha256sum:coreutils
+	chromium:chromium
+	chromedriver:chromium-driver
 )
 
 install=false

@@ -41,7 +41,7 @@ and reads the status every agent commits back to Git.`,
 	root.AddCommand(newVersionCommand())
 	root.AddCommand(newRenderCommand(), newValidateCommand())
 	root.AddCommand(newInitCommand(), newBootstrapCommand())
-	root.AddCommand(newStatusCommand())
+	root.AddCommand(newStatusCommand(), newDashboardCommand())
 	root.AddCommand(newPlanCommand())
 	root.AddCommand(newClusterCommand())
 	root.AddCommand(newSecretsCommand())

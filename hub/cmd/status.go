@@ -11,9 +11,11 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/flotilla-gitops/flotilla/pkg/fleetstatus"
 	"github.com/flotilla-gitops/flotilla/pkg/gitrepo"
+	"github.com/flotilla-gitops/flotilla/pkg/rollout"
 	"github.com/flotilla-gitops/flotilla/pkg/status"
 )
 
@@ -33,14 +35,20 @@ type statusOptions struct {
 }
 
 func (o *statusOptions) bind(c *cobra.Command) {
+	o.bindSource(c.PersistentFlags())
 	f := c.PersistentFlags()
+	f.StringVarP(&o.output, "output", "o", fleetstatus.FormatTable, "output format: "+strings.Join(statusFormats, ", ")+" (html: flotilla status only, the page flotilla dashboard serves, as one file)")
+}
+
+// bindSource binds the flags that say where the fleet is read from,
+// shared by status and dashboard.
+func (o *statusOptions) bindSource(f *pflag.FlagSet) {
 	f.StringVar(&o.repo, "repo", ".", "fleet repo: a URL, or a local clone or bare repository")
 	f.StringVar(&o.branch, "branch", "main", "the fleet repo's branch")
 	f.StringVar(&o.statusRepo, "status-repo", "", "where the agents commit status, when not in the fleet repo: a URL or directory, with {shard} for sharded status repos")
 	f.IntVar(&o.statusShards, "status-shards", 1, "number of status repos {shard} ranges over (as given to the agents)")
 	f.StringVar(&o.authDir, "git-credentials-dir", "", "directory with Git credentials (files username, password, bearerToken, identity, known_hosts, ca.crt)")
 	f.StringVar(&o.cacheDir, "cache-dir", "", "where fetched Git objects are kept between runs (default: the user cache directory)")
-	f.StringVarP(&o.output, "output", "o", fleetstatus.FormatTable, "output format: "+strings.Join(fleetstatus.Formats, ", "))
 	f.BoolVarP(&o.watch, "watch", "w", false, "print again every --interval until interrupted")
 	f.DurationVar(&o.interval, "interval", 10*time.Second, "refresh interval of --watch")
 	f.DurationVar(&o.timeout, "timeout", time.Minute, "timeout of each Git operation")
@@ -48,13 +56,27 @@ func (o *statusOptions) bind(c *cobra.Command) {
 	f.DurationVar(&o.skew, "clock-skew-tolerance", fleetstatus.DefaultClockSkewTolerance, "how far ahead of this machine's clock a heartbeat (or status commit) may be before its cluster shows ClockSkew")
 }
 
+// statusFormats are the formats of flotilla status: fleetstatus's and the
+// page (formatHTML).
+var statusFormats = append(slices.Clone(fleetstatus.Formats), formatHTML)
+
+const formatHTML = "html"
+
 func (o *statusOptions) readOptions() (fleetstatus.ReadOptions, error) {
 	if !slices.Contains(fleetstatus.Formats, o.output) {
+		if o.output == formatHTML {
+			return fleetstatus.ReadOptions{}, fmt.Errorf("--output html is the whole fleet's page: flotilla status -o html")
+		}
 		return fleetstatus.ReadOptions{}, fmt.Errorf("--output %q: want one of %s", o.output, strings.Join(fleetstatus.Formats, ", "))
 	}
 	if o.watch && o.interval <= 0 {
 		return fleetstatus.ReadOptions{}, fmt.Errorf("--interval must be positive")
 	}
+	return o.sourceOptions()
+}
+
+// sourceOptions checks the source flags and turns them into ReadOptions.
+func (o *statusOptions) sourceOptions() (fleetstatus.ReadOptions, error) {
 	if o.skew <= 0 {
 		return fleetstatus.ReadOptions{}, fmt.Errorf("--clock-skew-tolerance must be positive")
 	}
@@ -82,6 +104,7 @@ func (o *statusOptions) readOptions() (fleetstatus.ReadOptions, error) {
 func newStatusCommand() *cobra.Command {
 	o := &statusOptions{}
 	var exitCode bool
+	var commitURL string
 	c := &cobra.Command{
 		Use:   "status",
 		Short: "Show the fleet as the agents report it through Git",
@@ -133,10 +156,16 @@ Unreachable or Untrusted (the view is printed all the same).`,
   flotilla status --cluster edge-1 -o json
   flotilla status -o markdown
 
+  # One page of the whole fleet (as flotilla dashboard serves it), for CI to publish
+  flotilla status --repo ./fleet -o html > fleet.html
+
   # In CI: fail (exit 1) when a cluster is Failing, Unreachable or Untrusted
   flotilla status --repo https://git.example.com/fleet.git --exit-code`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
+			if o.output == formatHTML {
+				return writeStatusHTML(c, o, commitURL, exitCode)
+			}
 			ro, err := o.readOptions()
 			if err != nil {
 				return err
@@ -150,19 +179,16 @@ Unreachable or Untrusted (the view is printed all the same).`,
 				unhealthy = v.Unhealthy()
 				return fleetstatus.WriteFleet(w, v, o.output)
 			})
-			if err != nil || !exitCode || len(unhealthy) == 0 {
+			if err != nil || !exitCode {
 				return err
 			}
-			// On stderr, so that -o json on stdout stays one document.
-			for _, cl := range unhealthy {
-				fmt.Fprintf(c.ErrOrStderr(), "unhealthy: %s %s\n", cl.Name, cl.State)
-			}
-			return exitError{code: ExitUnhealthy}
+			return reportUnhealthy(c.ErrOrStderr(), unhealthy)
 		},
 	}
 	o.bind(c)
 	c.Flags().BoolVar(&exitCode, "exit-code", false, "exit 1 when a cluster is Failing, Unreachable or Untrusted, listing them on stderr (2 stays for errors): for CI jobs that gate or notify")
 	c.MarkFlagsMutuallyExclusive("exit-code", "watch")
+	bindCommitURL(c, &commitURL)
 	c.AddCommand(newStatusRolloutCommand(o))
 	c.AddCommand(newStatusJobsCommand(o))
 	return c
@@ -215,6 +241,19 @@ the table also shows their waves, as flotilla rollout status does.`,
 	}
 }
 
+// reportUnhealthy lists the unhealthy clusters on stderr (so that -o json
+// on stdout stays one document) and makes the exit code 1; nil when there
+// are none.
+func reportUnhealthy(stderr io.Writer, unhealthy []fleetstatus.ClusterView) error {
+	if len(unhealthy) == 0 {
+		return nil
+	}
+	for _, cl := range unhealthy {
+		fmt.Fprintf(stderr, "unhealthy: %s %s\n", cl.Name, cl.State)
+	}
+	return exitError{code: ExitUnhealthy}
+}
+
 // watch runs show once, or with --watch every interval until ctx ends; a
 // failed read is reported and retried then, not fatal.
 func watch(ctx context.Context, stdout, stderr io.Writer, o *statusOptions, show func(context.Context, io.Writer) error) error {
@@ -249,18 +288,26 @@ func writeWaves(ctx context.Context, w io.Writer, o *statusOptions) error {
 	if o.output != fleetstatus.FormatTable && o.output != fleetstatus.FormatMarkdown {
 		return nil
 	}
+	progress, err := wavesOf(ctx, o)
+	if err != nil || len(progress) == 0 {
+		return err
+	}
+	fmt.Fprintln(w, "\nWaves (flotilla rollout status):")
+	return writeProgress(w, progress, fleetstatus.FormatTable)
+}
+
+// wavesOf returns the progressive rollouts of --repo when it is a local
+// clone that has any (their state lives in its working tree,
+// rendered/rollouts/); nil otherwise.
+func wavesOf(ctx context.Context, o *statusOptions) ([]*rollout.Progress, error) {
 	if entries, err := os.ReadDir(filepath.Join(o.repo, "rendered", "rollouts")); err != nil || len(entries) == 0 {
-		return nil
+		return nil, nil
 	}
 	ro := &rolloutOptions{repo: o.repo, statusRepo: o.statusRepo, statusShards: o.statusShards, authDir: o.authDir,
 		output: fleetstatus.FormatTable, timeout: o.timeout, now: time.Now}
 	progress, _, err := readProgress(ctx, ro, nil)
 	if err != nil {
-		return fmt.Errorf("waves: %w", err)
+		return nil, fmt.Errorf("waves: %w", err)
 	}
-	if len(progress) == 0 {
-		return nil
-	}
-	fmt.Fprintln(w, "\nWaves (flotilla rollout status):")
-	return writeProgress(w, progress, fleetstatus.FormatTable)
+	return progress, nil
 }

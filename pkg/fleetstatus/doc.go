@@ -56,6 +56,11 @@
 // NewJobsView lists every cluster's Volcano jobs, and CapacitiesFrom turns
 // the reported capacity snapshots into GlobalJob BestFit's input.
 //
+// ReadSnapshot reads the fleet once and returns the fleet view, the
+// documents and the rollout of the branch head together, with each
+// cluster's labels: the page of the whole fleet (pkg/dashboard) is made
+// from it at every refresh, so one Git read serves all three.
+//
 // # Printing
 //
 // WriteFleet, WriteRollout and WriteJobs print the views in one of

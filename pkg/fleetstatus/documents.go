@@ -42,6 +42,10 @@ func ReadDocuments(ctx context.Context, o ReadOptions) (*Documents, error) {
 		return nil, err
 	}
 	defer d.main.close()
+	return documentsOf(d, &o), nil
+}
+
+func documentsOf(d *fleetData, o *ReadOptions) *Documents {
 	out := &Documents{Repo: redactedRepo(o.Repo), Branch: o.branch(), Revision: d.main.revision, Warnings: d.warnings}
 	for _, s := range d.strays {
 		out.Warnings = append(out.Warnings, fmt.Sprintf("status ref %s in %s: %s", s.Ref, s.Repo, s.Reason))
@@ -49,7 +53,7 @@ func ReadDocuments(ctx context.Context, o ReadOptions) (*Documents, error) {
 	for _, c := range d.clusters {
 		out.Clusters = append(out.Clusters, clusterDocument(c.Metadata.Name, d.refs[c.Metadata.Name]))
 	}
-	return out, nil
+	return out
 }
 
 // DocumentsFor reads the status refs of o.StatusRepos (else o.Repo) and

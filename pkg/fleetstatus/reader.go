@@ -237,6 +237,10 @@ func Read(ctx context.Context, o ReadOptions) (*View, error) {
 		return nil, err
 	}
 	defer d.main.close()
+	return viewOf(ctx, d, &o), nil
+}
+
+func viewOf(ctx context.Context, d *fleetData, o *ReadOptions) *View {
 	now := o.now().UTC().Truncate(time.Second)
 	v := &View{
 		Repo:     redactedRepo(o.Repo),
@@ -253,7 +257,7 @@ func Read(ctx context.Context, o ReadOptions) (*View, error) {
 		v.Summary[cv.State]++
 		v.Clusters = append(v.Clusters, cv)
 	}
-	return v, nil
+	return v
 }
 
 // sliceDiffs answers "did this cluster's slice change between commit X

@@ -84,6 +84,10 @@ func ReadRollout(ctx context.Context, o ReadOptions, rev string) (*RolloutView, 
 		return nil, err
 	}
 	defer d.main.close()
+	return rolloutFrom(ctx, d, &o, rev)
+}
+
+func rolloutFrom(ctx context.Context, d *fleetData, o *ReadOptions, rev string) (*RolloutView, error) {
 	m := d.main
 	commit, err := m.resolve(ctx, rev, o.branch())
 	if err != nil {

@@ -445,7 +445,7 @@ func benchAgentFluxShape(b *testing.B) {
 	}
 	coldReq := p.apiRequests()
 	b.Logf("cold apply: %d units × 4 objects in %s (process start to end of cycle %s), agent CPU %s, peak RSS %d MiB; API requests %v; machine load %s",
-		agentBenchUnits, recDuration(cold).Round(time.Millisecond), coldWall.Round(time.Millisecond), coldCPU.Round(time.Millisecond), coldPeak>>20, coldReq, loadAverage())
+		agentBenchUnits, recDuration(cold).Round(time.Millisecond), coldWall.Round(time.Millisecond), coldCPU.Round(time.Millisecond), coldPeak>>20, coldReq, LoadAverage())
 	b.ReportMetric(recDuration(cold).Seconds(), "s-cold-apply")
 	b.ReportMetric(coldWall.Seconds(), "s-cold-process-wall")
 	b.ReportMetric(coldCPU.Seconds(), "s-cold-agent-cpu")
@@ -697,18 +697,4 @@ func dirSize(b *testing.B, dir string) (int64, int) {
 		b.Fatal(err)
 	}
 	return size, files
-}
-
-// loadAverage is /proc/loadavg's first three fields: the benchmark shares
-// the machine, and a busy machine explains slow figures.
-func loadAverage() string {
-	data, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "?"
-	}
-	f := strings.Fields(string(data))
-	if len(f) < 3 {
-		return "?"
-	}
-	return strings.Join(f[:3], " ")
 }

@@ -14,11 +14,8 @@ import (
 	"testing"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	"github.com/flotilla-gitops/flotilla/pkg/fleetstatus"
 	"github.com/flotilla-gitops/flotilla/pkg/gitrepo"
-	"github.com/flotilla-gitops/flotilla/pkg/slice"
 	"github.com/flotilla-gitops/flotilla/pkg/status"
 	"github.com/flotilla-gitops/flotilla/test/gitserver"
 )
@@ -26,42 +23,6 @@ import (
 // statusReadGoal is the issue's goal for `flotilla status` over 1,000
 // clusters from a local repository.
 const statusReadGoal = 5 * time.Second
-
-var benchT0 = time.Date(2026, 11, 2, 10, 0, 0, 0, time.UTC)
-
-// statusDoc is a realistic document: units applications, two Volcano jobs,
-// a capacity snapshot with a queue.
-func statusDoc(cluster, rev string, units, round int) *status.ClusterStatus {
-	ready := func(msg string) []metav1.Condition {
-		return []metav1.Condition{{Type: status.ConditionReady, Status: metav1.ConditionTrue, Reason: status.ReasonSucceeded,
-			Message: msg, LastTransitionTime: metav1.NewTime(benchT0)}}
-	}
-	d := &status.ClusterStatus{
-		Cluster: cluster, Agent: status.Agent{Version: "v0.1.0", Identity: "flotilla-agent-7d9f8c6b5-x2k4p"},
-		KubernetesVersion: "v1.36.3", APIVersions: []string{"v1", "apps/v1", "batch/v1", "batch.volcano.sh/v1alpha1", "networking.k8s.io/v1"},
-		DesiredRevision: rev, FetchedRevision: rev, AppliedRevision: rev,
-		Conditions: ready("Applied revision: " + rev),
-		Capacity: &status.Capacity{ReadyNodes: 12,
-			Allocatable: map[string]string{"cpu": "96", "memory": "384Gi", "nvidia.com/gpu": "16"},
-			Free:        map[string]string{"cpu": "40", "memory": "200Gi", "nvidia.com/gpu": "6"},
-			Queues:      []status.QueueCapacity{{Name: "default", State: "Open", Capability: map[string]string{"cpu": "64"}, Allocated: map[string]string{"cpu": "20"}}}},
-		Heartbeat: metav1.NewTime(benchT0),
-	}
-	for u := 0; u < units; u++ {
-		name := AppName(u)
-		if u == 0 {
-			name += fmt.Sprintf("-r%d", round) // what makes a round's document a meaningful change
-		}
-		d.Units = append(d.Units, status.UnitStatus{Name: name, Hash: fmt.Sprintf("sha256:%064x", u+round*1000), AppliedRevision: rev,
-			Objects: 4, Conditions: ready("")})
-	}
-	start := metav1.NewTime(benchT0.Add(-time.Hour))
-	d.Jobs = []status.JobStatus{
-		{Name: "train", Namespace: "ml", Unit: "job-train", Phase: "Running", Running: 8, StartTime: &start},
-		{Name: "etl", Namespace: "ml", Unit: "job-etl", Phase: "Completed", Succeeded: 4, StartTime: &start, CompletionTime: &start},
-	}
-	return d
-}
 
 func percentile(ds []time.Duration, p int) time.Duration {
 	sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
@@ -115,7 +76,7 @@ func BenchmarkStatusPushContention(b *testing.B) {
 				<-gate
 				for r := 1; r <= rounds; r++ {
 					start := time.Now()
-					err := w.Publish(ctx, statusDoc(c, rev, 20, r))
+					err := w.Publish(ctx, StatusDoc(c, rev, 20, r))
 					// As the agent's writer does in Run: a document that
 					// could not be pushed stays pending and is retried.
 					for attempt := 0; err != nil && attempt < 5; attempt++ {
@@ -175,7 +136,7 @@ func BenchmarkStatusPushContention(b *testing.B) {
 		b.Logf("%d agents × %d documents in %v: %.1f pushes/s, p50 %v, p99 %v, max %v; %d receive-packs, %d fetches (first use, or after a failed push), %d pushes retried; %d of %d last documents landed; load average %s",
 			agents, rounds, elapsed.Round(time.Millisecond), pushes/elapsed.Seconds(),
 			percentile(latencies, 50).Round(time.Millisecond), percentile(latencies, 99).Round(time.Millisecond),
-			percentile(latencies, 100).Round(time.Millisecond), st.ReceivePacks, st.UploadPacks, retried, landed, agents, loadAverage())
+			percentile(latencies, 100).Round(time.Millisecond), st.ReceivePacks, st.UploadPacks, retried, landed, agents, LoadAverage())
 	}
 }
 
@@ -215,7 +176,7 @@ func BenchmarkStatusHeartbeat(b *testing.B) {
 				d.InfoRefs+d.ReceivePackInfoRefs, d.UploadPacks, d.ReceivePacks, d.BytesReceived, d.ReceivePackBytes, d.BytesSent)
 			return d
 		}
-		doc := statusDoc("member1", rev, 20, 1)
+		doc := StatusDoc("member1", rev, 20, 1)
 		encoded, err := status.Encode(doc)
 		if err != nil {
 			b.Fatal(err)
@@ -235,7 +196,7 @@ func BenchmarkStatusHeartbeat(b *testing.B) {
 		b.ReportMetric(float64(hb.ReceivePackBytes), "heartbeat-bytes-pushed")
 		b.ReportMetric(float64(hb.BytesReceived+hb.BytesSent), "heartbeat-bytes-total")
 		now = now.Add(time.Minute)
-		ch := step("change", statusDoc("member1", rev, 20, 2), true)
+		ch := step("change", StatusDoc("member1", rev, 20, 2), true)
 		b.ReportMetric(float64(ch.ReceivePackBytes), "change-bytes-pushed")
 	}
 }
@@ -252,7 +213,7 @@ func BenchmarkStatusRead1000(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
 		srv := gitserver.Start(b, gitserver.ForgeConfig("cluster-00000"))
-		repo, c2 := statusFleetRepo(b, srv, clusters)
+		repo, c2 := StatusFleetRepo(b, srv, clusters)
 		b.StartTimer()
 
 		// In process first (go test -cpuprofile shows where the time goes).
@@ -299,7 +260,7 @@ func BenchmarkStatusRead1000(b *testing.B) {
 			}
 		}
 		b.Logf("flotilla status over %d clusters (20 units each) from a local repo: %v wall, %v CPU, peak RSS %d MiB (%s the %v goal); fleetstatus.Read in process %v; load average %s",
-			clusters, wall.Round(time.Millisecond), cpu.Round(time.Millisecond), rss>>20, verdict, statusReadGoal, inProcess.Round(time.Millisecond), loadAverage())
+			clusters, wall.Round(time.Millisecond), cpu.Round(time.Millisecond), rss>>20, verdict, statusReadGoal, inProcess.Round(time.Millisecond), LoadAverage())
 
 		// Rollout of the commit that changed 10 slices.
 		start = time.Now()
@@ -330,67 +291,4 @@ func BenchmarkStatusRead1000(b *testing.B) {
 		b.ReportMetric(float64(poll.BytesSent), "poll-bytes-with-1000-status-refs")
 		b.Logf("an agent's poll (ls-remote) of the fleet repo with %d status refs in it: %d bytes", clusters, poll.BytesSent)
 	}
-}
-
-// statusFleetRepo fills the server's "fleet" repo: clusters/ and fleets/
-// for n clusters and a slice each (commit c1), a commit c2 changing 10
-// slices, and a status ref per cluster (applied at c1, or at c2 for the 10).
-// It returns the bare repository's path and c2.
-func statusFleetRepo(b *testing.B, srv *gitserver.Server, n int) (string, string) {
-	b.Helper()
-	dir := b.TempDir()
-	if err := Generate(dir, Spec{Clusters: n, Apps: 20}); err != nil {
-		b.Fatal(err)
-	}
-	for c := 0; c < n; c++ {
-		p := filepath.Join(dir, filepath.FromSlash(slice.SlicePath(ClusterName(c))))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			b.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte("cluster: "+ClusterName(c)+"\nversion: 1\n"), 0o644); err != nil {
-			b.Fatal(err)
-		}
-	}
-	srv.MustCreateRepo(b, "fleet", dir)
-	bare := srv.RepoPath("fleet")
-	c1 := srv.Head("fleet", "main")
-
-	// c2 and the status refs, every one applied at c1, in one git
-	// fast-import run: the 10 clusters whose slices c2 changed are Behind,
-	// the others in sync (nothing of theirs changed since c1).
-	var in bytes.Buffer
-	data := func(s string) { fmt.Fprintf(&in, "data %d\n%s\n", len(s), s) }
-	now := time.Now().UTC().Truncate(time.Second) // fresh heartbeats: nobody is Unreachable
-	when := now.Unix()
-	fmt.Fprintf(&in, "commit refs/heads/main\ncommitter Maintainer <maintainer@example.com> %d +0000\n", when-3600)
-	data("Change 10 slices")
-	fmt.Fprintf(&in, "from %s\n", c1)
-	for c := 0; c < 10; c++ {
-		fmt.Fprintf(&in, "M 100644 inline %s\n", slice.SlicePath(ClusterName(c*97)))
-		data("cluster: " + ClusterName(c*97) + "\nversion: 2\n")
-	}
-	in.WriteString("\n")
-	for c := 0; c < n; c++ {
-		name := ClusterName(c)
-		doc := statusDoc(name, "main@sha1:"+c1, 20, 1)
-		doc.Heartbeat = metav1.NewTime(now)
-		enc, err := status.Encode(doc)
-		if err != nil {
-			b.Fatal(err)
-		}
-		fmt.Fprintf(&in, "commit %s\ncommitter %s <agent@%s.flotilla> %d +0000\n", status.RefFor(name), name, name, when)
-		data("status: " + name)
-		fmt.Fprintf(&in, "M 100644 inline %s\n", status.FileName)
-		data(string(enc))
-		in.WriteString("\n")
-	}
-	cmd := exec.Command("git", "--git-dir="+bare, "fast-import", "--quiet")
-	cmd.Stdin = &in
-	var errb bytes.Buffer
-	cmd.Stderr = &errb
-	if err := cmd.Run(); err != nil {
-		b.Fatalf("git fast-import: %v\n%s", err, errb.String())
-	}
-	c2 := srv.Head("fleet", "main")
-	return bare, c2
 }

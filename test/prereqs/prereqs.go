@@ -14,6 +14,10 @@ var debianPackages = map[string]string{
 	"ssh":        "openssh-client",
 	"ssh-keygen": "openssh-client",
 	"diff":       "diffutils",
+	// The dashboard's browser test (test/dashboard) drives headless
+	// Chromium.
+	"chromium":     "chromium",
+	"chromedriver": "chromium-driver",
 }
 
 // LookPath returns the path of the named tool, failing t when it is not on

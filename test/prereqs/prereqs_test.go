@@ -33,12 +33,14 @@ func TestPrereqsScriptNamesMissingTools(t *testing.T) {
 		present []string
 		missing map[string]string // tool → Debian package
 	}{
-		{"no gpg", []string{"go", "make", "git", "ssh", "ssh-keygen", "diff", "flock", "sha256sum"},
+		{"no gpg", []string{"go", "make", "git", "ssh", "ssh-keygen", "diff", "flock", "sha256sum", "chromium", "chromedriver"},
 			map[string]string{"gpg": "gnupg", "gpgconf": "gnupg"}},
-		{"no ssh-keygen nor diff", []string{"go", "make", "git", "gpg", "gpgconf", "ssh", "flock", "sha256sum"},
+		{"no ssh-keygen nor diff", []string{"go", "make", "git", "gpg", "gpgconf", "ssh", "flock", "sha256sum", "chromium", "chromedriver"},
 			map[string]string{"ssh-keygen": "openssh-client", "diff": "diffutils"}},
-		{"no git", []string{"go", "make", "gpg", "gpgconf", "ssh", "ssh-keygen", "diff", "flock", "sha256sum"},
+		{"no git", []string{"go", "make", "gpg", "gpgconf", "ssh", "ssh-keygen", "diff", "flock", "sha256sum", "chromium", "chromedriver"},
 			map[string]string{"git": "git", "git http-backend": "git"}},
+		{"no chromium", []string{"go", "make", "git", "gpg", "gpgconf", "ssh", "ssh-keygen", "diff", "flock", "sha256sum"},
+			map[string]string{"chromium": "chromium", "chromedriver": "chromium-driver"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
