@@ -37,6 +37,9 @@ type statusOptions struct {
 func (o *statusOptions) bind(c *cobra.Command) {
 	o.bindSource(c.PersistentFlags())
 	f := c.PersistentFlags()
+	// Not source flags: the dashboard refreshes with --refresh.
+	f.BoolVarP(&o.watch, "watch", "w", false, "print again every --interval until interrupted")
+	f.DurationVar(&o.interval, "interval", 10*time.Second, "refresh interval of --watch")
 	f.StringVarP(&o.output, "output", "o", fleetstatus.FormatTable, "output format: "+strings.Join(statusFormats, ", ")+" (html: flotilla status only, the page flotilla dashboard serves, as one file)")
 }
 
@@ -49,8 +52,6 @@ func (o *statusOptions) bindSource(f *pflag.FlagSet) {
 	f.IntVar(&o.statusShards, "status-shards", 1, "number of status repos {shard} ranges over (as given to the agents)")
 	f.StringVar(&o.authDir, "git-credentials-dir", "", "directory with Git credentials (files username, password, bearerToken, identity, known_hosts, ca.crt)")
 	f.StringVar(&o.cacheDir, "cache-dir", "", "where fetched Git objects are kept between runs (default: the user cache directory)")
-	f.BoolVarP(&o.watch, "watch", "w", false, "print again every --interval until interrupted")
-	f.DurationVar(&o.interval, "interval", 10*time.Second, "refresh interval of --watch")
 	f.DurationVar(&o.timeout, "timeout", time.Minute, "timeout of each Git operation")
 	f.StringArrayVar(&o.clusters, "cluster", nil, "show only this cluster (repeatable)")
 	f.DurationVar(&o.skew, "clock-skew-tolerance", fleetstatus.DefaultClockSkewTolerance, "how far ahead of this machine's clock a heartbeat (or status commit) may be before its cluster shows ClockSkew")

@@ -1,6 +1,7 @@
 package demo
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -10,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -47,6 +49,9 @@ type Options struct {
 	Out io.Writer
 	// Interval is the agents' reconcile interval; 0 means 30s.
 	Interval time.Duration
+	// DashboardListen is where `flotilla dashboard` serves the fleet's
+	// page; "" picks a free port on 127.0.0.1.
+	DashboardListen string
 }
 
 // Fleet is a running demo fleet.
@@ -60,6 +65,8 @@ type Fleet struct {
 	CredentialsDir string
 	// Dir is the working directory.
 	Dir string
+	// DashboardURL is the fleet's page, served by `flotilla dashboard`.
+	DashboardURL string
 
 	opts     Options
 	ownsDir  bool
@@ -67,8 +74,10 @@ type Fleet struct {
 	git      *gitserver.Server
 	clusters []*testenv.Cluster
 	agents   []*agentProcess
-	stopOnce sync.Once
-	stopErr  error
+	// dashboard is the `flotilla dashboard` process.
+	dashboard *agentProcess
+	stopOnce  sync.Once
+	stopErr   error
 }
 
 type agentProcess struct {
@@ -131,7 +140,70 @@ func Start(ctx context.Context, opts Options) (_ *Fleet, err error) {
 		}
 	}
 	f.logf("agents started; logs in %s", filepath.Join(f.Dir, "agents"))
+	if err := f.startDashboard(ctx); err != nil {
+		return nil, err
+	}
+	f.logf("dashboard: %s", f.DashboardURL)
 	return f, nil
+}
+
+// startDashboard runs `flotilla dashboard` on the fleet repo, as a user
+// would, and reads the URL it prints.
+func (f *Fleet) startDashboard(ctx context.Context) error {
+	listen := f.opts.DashboardListen
+	if listen == "" {
+		listen = "127.0.0.1:0"
+	}
+	logPath := filepath.Join(f.Dir, "dashboard.log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		return err
+	}
+	args := append(f.sourceArgs("dashboard", "dashboard-cache"), "--listen", listen, "--refresh", "5s")
+	cmd := exec.Command(f.Flotilla(), args...)
+	cmd.Stderr = logFile
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		logFile.Close()
+		return err
+	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		logFile.Close()
+		return fmt.Errorf("dashboard: %w", err)
+	}
+	d := &agentProcess{cluster: "dashboard", cmd: cmd, logPath: logPath, done: make(chan struct{})}
+	f.dashboard = d
+	urls := make(chan string, 1)
+	go func() {
+		// The first line names the address; the rest goes to the log.
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			line := sc.Text()
+			fmt.Fprintln(logFile, line)
+			if _, rest, ok := strings.Cut(line, "dashboard: "); ok {
+				if url, _, ok := strings.Cut(rest, " "); ok {
+					select {
+					case urls <- url:
+					default:
+					}
+				}
+			}
+		}
+		_ = cmd.Wait()
+		logFile.Close()
+		close(d.done)
+	}()
+	select {
+	case f.DashboardURL = <-urls:
+		return nil
+	case <-d.done:
+		return fmt.Errorf("dashboard exited: %s", tailFile(logPath, 20))
+	case <-ctx.Done():
+		return fmt.Errorf("dashboard: %w", ctx.Err())
+	case <-time.After(2 * time.Minute):
+		return fmt.Errorf("dashboard printed no address in 2m: %s", tailFile(logPath, 20))
+	}
 }
 
 // startGit starts the server, creates the fleet repo with `flotilla init`
@@ -438,8 +510,14 @@ func (f *Fleet) Status(ctx context.Context) (*fleetstatus.View, error) {
 
 // StatusArgs are the arguments of `flotilla status` for this fleet.
 func (f *Fleet) StatusArgs(extra ...string) []string {
-	return append([]string{"status", "--repo", f.RepoURL, "--git-credentials-dir", f.CredentialsDir,
-		"--cache-dir", filepath.Join(f.Dir, "hub-cache")}, extra...)
+	return append(f.sourceArgs("status", "hub-cache"), extra...)
+}
+
+// sourceArgs are command's arguments that read this fleet from its Git
+// server, with Git objects cached in cache under Dir.
+func (f *Fleet) sourceArgs(command, cache string) []string {
+	return []string{command, "--repo", f.RepoURL, "--git-credentials-dir", f.CredentialsDir,
+		"--cache-dir", filepath.Join(f.Dir, cache)}
 }
 
 // StatusTable is `flotilla status`'s table.
@@ -459,6 +537,9 @@ func (f *Fleet) PIDs() []int {
 			pids = append(pids, a.cmd.Process.Pid)
 		}
 	}
+	if f.dashboard != nil && f.dashboard.cmd.Process != nil {
+		pids = append(pids, f.dashboard.cmd.Process.Pid)
+	}
 	for _, c := range f.clusters {
 		if c != nil {
 			pids = append(pids, c.PIDs()...)
@@ -474,10 +555,14 @@ func (f *Fleet) PIDs() []int {
 func (f *Fleet) Stop() error {
 	f.stopOnce.Do(func() {
 		var errs []error
-		for _, a := range f.agents {
+		procs := f.agents
+		if f.dashboard != nil {
+			procs = append(slices.Clone(procs), f.dashboard)
+		}
+		for _, a := range procs {
 			_ = syscall.Kill(-a.cmd.Process.Pid, syscall.SIGTERM)
 		}
-		for _, a := range f.agents {
+		for _, a := range procs {
 			select {
 			case <-a.done:
 			case <-time.After(15 * time.Second):

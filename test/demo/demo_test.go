@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -71,6 +73,23 @@ func TestDemo(t *testing.T) {
 	}
 	if job.Succeeded != 3 || job.Namespace != "ml" {
 		t.Errorf("job %s: %d pods succeeded in %q, want 3 in ml: %+v", demo.DemoJob, job.Succeeded, job.Namespace, job)
+	}
+	// The dashboard the demo prints answers, from Git alone, with every
+	// cluster and the job. It reads the fleet every 5s: wait for the read
+	// that follows the job's completion.
+	var page string
+	for page == "" || !strings.Contains(page, "Completed") {
+		page = dashboardPage(ctx, t, f.DashboardURL)
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the dashboard at %s never showed the job Completed:\n%s", f.DashboardURL, page)
+		case <-time.After(time.Second):
+		}
+	}
+	for _, want := range append([]string{demo.DemoJob, "InSync"}, demo.Clusters...) {
+		if !strings.Contains(page, want) {
+			t.Errorf("the dashboard at %s lacks %q", f.DashboardURL, want)
+		}
 	}
 	jobs, err := f.Run(ctx, "", f.Flotilla(), f.StatusArgs("jobs")...)
 	if err != nil {
@@ -229,4 +248,27 @@ func commitPush(ctx context.Context, t *testing.T, f *demo.Fleet, message string
 			t.Fatal(err)
 		}
 	}
+}
+
+// dashboardPage GETs the dashboard's page; "" while it answers otherwise.
+func dashboardPage(ctx context.Context, t *testing.T, url string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Logf("dashboard: %v", err)
+		return ""
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Logf("dashboard: %s, %v", resp.Status, err)
+		return ""
+	}
+	return string(body)
 }

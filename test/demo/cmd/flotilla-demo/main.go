@@ -20,17 +20,18 @@ func main() {
 		dir      = flag.String("dir", "", "working directory, kept after exit (default: a temporary directory, removed on exit)")
 		timeout  = flag.Duration("timeout", 8*time.Minute, "how long to wait for the fleet to get in sync")
 		interval = flag.Duration("interval", 30*time.Second, "the agents' reconcile interval")
+		listen   = flag.String("dashboard-listen", "127.0.0.1:8080", "where flotilla dashboard serves the fleet's page (port 0 picks a free one)")
 	)
 	flag.Parse()
-	os.Exit(run(*dir, *timeout, *interval))
+	os.Exit(run(*dir, *timeout, *interval, *listen))
 }
 
-func run(dir string, timeout, interval time.Duration) int {
+func run(dir string, timeout, interval time.Duration, listen string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	testenv.LeaveSignalsToCaller()
 	began := time.Now()
-	f, err := demo.Start(ctx, demo.Options{Dir: dir, Out: os.Stdout, Interval: interval})
+	f, err := demo.Start(ctx, demo.Options{Dir: dir, Out: os.Stdout, Interval: interval, DashboardListen: listen})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "demo:", err)
 		return 1
@@ -63,6 +64,7 @@ func run(dir string, timeout, interval time.Duration) int {
 		return 1
 	}
 	fmt.Printf("\nflotilla status jobs:\n\n%s\n", jobs)
+	fmt.Printf("The fleet's dashboard (from Git alone, refreshed every 5s): %s\n\n", f.DashboardURL)
 	fmt.Print(tryThis(f))
 	<-ctx.Done()
 	return 0
