@@ -235,7 +235,7 @@ func TestVendorChartsErrors(t *testing.T) {
 		{"chart name with a path", ChartRef{Repo: cr.URL, Chart: "../demo", Version: "1.0.0"}, render.ErrChartNotFound, "invalid chart name"},
 		{"digest mismatch", ChartRef{Repo: bad.URL, Chart: "demo", Version: "1.0.0"}, render.ErrChartDigest, "index says sha256:000"},
 		{"missing repository", ChartRef{Repo: cr.URL + "/missing", Chart: "demo", Version: "1.0.0"}, render.ErrChartRepo, "404"},
-		{"not http", ChartRef{Repo: "oci://registry.example/charts", Chart: "demo", Version: "1.0.0"}, render.ErrChartRepo, "not an http(s) URL"},
+		{"not http or oci", ChartRef{Repo: "ftp://registry.example/charts", Chart: "demo", Version: "1.0.0"}, render.ErrChartRepo, "not an http(s) or oci URL"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
