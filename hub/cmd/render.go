@@ -33,6 +33,7 @@ type renderOptions struct {
 	authDir    string
 	// allWaves releases every wave of every rollout at once.
 	allWaves bool
+	registry registryFlags
 }
 
 func newRenderCommand() *cobra.Command {
@@ -44,8 +45,10 @@ func newRenderCommand() *cobra.Command {
 per cluster under rendered/<bucket>/<cluster>/: slice.yaml lists the units the
 cluster runs in dependency order, and each unit directory holds the generated
 kustomization.yaml (and values.yaml for Helm) that the cluster's agent builds.
-Chart-repository charts are vendored into charts/ first (offline when already
-vendored and locked).
+Charts from chart repositories and OCI registries (oci://) are vendored into
+charts/ first (offline when already vendored and locked); registry
+credentials come from Helm's or Docker's registry config or the
+--registry-* flags and are never written to the repo.
 
 The output is deterministic: files whose content did not change are not
 touched, stale clusters, units and files are removed. Commit rendered/ (and
@@ -64,10 +67,18 @@ differ, 2 invalid input or another error.`,
   flotilla render --cluster member1 --cluster edge-1
 
   # Machine-readable summary
-  flotilla render --check -o json`,
+  flotilla render --check -o json
+
+  # oci:// charts from a registry with a private CA, logged in from CI
+  echo "$REGISTRY_TOKEN" | flotilla render --registry-username ci \
+      --registry-password-stdin --registry-ca-file ca.crt`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			return runRender(c.Context(), c.OutOrStdout(), c.ErrOrStderr(), o)
+			charts, err := o.registry.vendor(c.InOrStdin())
+			if err != nil {
+				return err
+			}
+			return runRender(c.Context(), c.OutOrStdout(), c.ErrOrStderr(), o, charts)
 		},
 	}
 	f := c.Flags()
@@ -79,6 +90,7 @@ differ, 2 invalid input or another error.`,
 	f.StringVar(&o.statusRepo, "status-repo", "", "where GlobalJob BestFit placement reads the clusters' status (capacity): a URL or directory (default: --repo's own status refs when it is a Git repository)")
 	f.StringVar(&o.authDir, "git-credentials-dir", "", "directory with Git credentials for --status-repo (files username, password, bearerToken, identity, known_hosts, ca.crt)")
 	f.BoolVar(&o.allWaves, "all-waves", false, "EMERGENCY: release every wave of every rollout at once (recorded in rendered/rollouts/ and named by plan)")
+	o.registry.add(f)
 	return c
 }
 
@@ -103,7 +115,9 @@ type chartSummary struct {
 	Chart   string `json:"chart"`
 	Version string `json:"version"`
 	Digest  string `json:"digest,omitempty"`
-	Path    string `json:"path"`
+	// ManifestDigest is the OCI manifest digest of an oci:// chart.
+	ManifestDigest string `json:"manifestDigest,omitempty"`
+	Path           string `json:"path"`
 }
 
 type errorSummary struct {
@@ -134,7 +148,9 @@ func checkOutputFormat(format string) error {
 	return nil
 }
 
-func runRender(ctx context.Context, stdout, stderr io.Writer, o *renderOptions) error {
+// runRender renders; charts vendors chart references (nil:
+// chartvendor.VendorCharts).
+func runRender(ctx context.Context, stdout, stderr io.Writer, o *renderOptions, charts compile.ChartVendor) error {
 	if err := checkOutputFormat(o.output); err != nil {
 		return err
 	}
@@ -162,6 +178,7 @@ func runRender(ctx context.Context, stdout, stderr io.Writer, o *renderOptions) 
 	}
 	out, err := compile.Pipeline(ctx, repo, compile.PipelineOptions{
 		Clusters:      o.clusters,
+		Charts:        charts,
 		Progress:      progress.clusters,
 		StatusRepo:    statusRepo,
 		StatusAuthDir: o.authDir,
@@ -184,7 +201,7 @@ func runRender(ctx context.Context, stdout, stderr io.Writer, o *renderOptions) 
 		sum.Units += len(co.Slice.Units)
 	}
 	for _, v := range out.Charts {
-		sum.Charts = append(sum.Charts, chartSummary{Repo: v.Ref.Repo, Chart: v.Ref.Chart, Version: v.Version, Digest: v.Digest, Path: v.Path})
+		sum.Charts = append(sum.Charts, chartSummary{Repo: v.Ref.Repo, Chart: v.Ref.Chart, Version: v.Version, Digest: v.Digest, ManifestDigest: v.ManifestDigest, Path: v.Path})
 	}
 	sum.Scope = out.Scope
 	sum.Changes = &ch
