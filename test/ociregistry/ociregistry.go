@@ -66,7 +66,7 @@ func Start(t testing.TB) *Registry {
 		t.Fatal(err)
 	}
 	r := &Registry{dir: t.TempDir(), Username: "pusher", Password: "pusher-" + rand.Text()[:12]}
-	t.Cleanup(r.stop)
+	t.Cleanup(r.Stop)
 	// The port is picked by a listener closed just before the registry
 	// binds it; another process may take it meanwhile, hence the retries.
 	for attempt := 0; ; attempt++ {
@@ -74,7 +74,7 @@ func Start(t testing.TB) *Registry {
 		if err == nil {
 			return r
 		}
-		r.stop()
+		r.Stop()
 		if attempt == 2 {
 			t.Fatalf("start registry: %v\n%s", err, r.log.String())
 		}
@@ -172,7 +172,9 @@ func (r *Registry) httpClient() *http.Client {
 	}}
 }
 
-func (r *Registry) stop() {
+// Stop stops the registry (a test that shows it is no longer needed);
+// the test's end stops it too.
+func (r *Registry) Stop() {
 	if r.cmd == nil || r.cmd.Process == nil {
 		return
 	}
