@@ -13,9 +13,10 @@ import (
 	"github.com/flotilla-gitops/flotilla/pkg/render/chartvendor"
 	"github.com/flotilla-gitops/flotilla/pkg/render/chartvendor/ocitest"
 	"github.com/flotilla-gitops/flotilla/pkg/slice"
-	"github.com/flotilla-gitops/flotilla/test/chartrepo"
 	"github.com/flotilla-gitops/flotilla/test/ociregistry"
 )
+
+const redisCacheChart = "../../test/fixtures/charts/redis-cache"
 
 // runCLIStdin is runCLI with standard input.
 func runCLIStdin(t *testing.T, stdin string, args ...string) (string, string, int) {
@@ -44,17 +45,11 @@ func runCLIStdin(t *testing.T, stdin string, args ...string) (string, string, in
 // are errors at the application's field; a later --check needs no
 // registry.
 func TestRenderVendorsFromOCIRegistry(t *testing.T) {
-	t.Setenv("DOCKER_CONFIG", t.TempDir())
-	t.Setenv("HELM_CONFIG_HOME", t.TempDir())
-	t.Setenv(chartvendor.RegistryEnv, "")
 	reg := ociregistry.Start(t)
-	pusher := ocitest.Registry{Host: reg.Host, CAFile: reg.CAFile, Username: reg.Username, Password: reg.Password}
-	manifests := map[string]string{}
-	for _, v := range []string{"0.2.0", "0.3.0", "0.3.1", "1.0.0"} {
-		var err error
-		if manifests[v], err = pusher.Push("charts", "redis-cache", v, mustPackage(t, v)); err != nil {
-			t.Fatal(err)
-		}
+	pusher := ocitest.As(reg)
+	manifests, err := pusher.PushDir("charts", redisCacheChart, "0.2.0", "0.3.0", "0.3.1", "1.0.0")
+	if err != nil {
+		t.Fatal(err)
 	}
 	ociRepo := "oci://" + reg.Host + "/charts"
 	repo := copyTree(t, templateDir)
@@ -150,7 +145,7 @@ func TestRenderVendorsFromOCIRegistry(t *testing.T) {
 
 	// Pinned: a newer match pushed later changes nothing, and no
 	// credentials are needed.
-	if _, err := pusher.Push("charts", "redis-cache", "0.3.2", mustPackage(t, "0.3.2")); err != nil {
+	if _, err := pusher.PushDir("charts", redisCacheChart, "0.3.2"); err != nil {
 		t.Fatal(err)
 	}
 	if stdout, stderr, code := runCLI(t, "render", "--check", "--repo", repo); code != ExitOK {
@@ -172,13 +167,4 @@ func TestRenderVendorsFromOCIRegistry(t *testing.T) {
 	if _, stderr, code := runCLI(t, "render", "--repo", fresh, "--registry-username", reg.Username); code != ExitError || !strings.Contains(stderr, "--registry-username needs --registry-password-stdin") {
 		t.Errorf("--registry-username alone: exit %d\n%s", code, stderr)
 	}
-}
-
-func mustPackage(t *testing.T, version string) []byte {
-	t.Helper()
-	ch, err := chartrepo.Package("../../test/fixtures/charts/redis-cache", version)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ch.Archive
 }

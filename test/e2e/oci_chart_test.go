@@ -8,7 +8,6 @@ import (
 
 	"github.com/flotilla-gitops/flotilla/pkg/render/chartvendor"
 	"github.com/flotilla-gitops/flotilla/pkg/render/chartvendor/ocitest"
-	"github.com/flotilla-gitops/flotilla/test/chartrepo"
 	"github.com/flotilla-gitops/flotilla/test/ociregistry"
 )
 
@@ -21,21 +20,10 @@ func TestAgentAppliesOCIChart(t *testing.T) {
 	c := agentCluster(t)
 	k := c.Client()
 	const cluster, ns = "oci-chart", "oci-cache"
-	t.Setenv("DOCKER_CONFIG", t.TempDir())
-	t.Setenv("HELM_CONFIG_HOME", t.TempDir())
-	t.Setenv(chartvendor.RegistryEnv, "")
-
 	reg := ociregistry.Start(t)
-	pusher := ocitest.Registry{Host: reg.Host, CAFile: reg.CAFile, Username: reg.Username, Password: reg.Password}
-	manifests := map[string]string{}
-	for _, v := range []string{"0.2.0", "0.3.0", "0.3.4", "1.0.0"} {
-		ch, err := chartrepo.Package("../fixtures/charts/redis-cache", v)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if manifests[v], err = pusher.Push("team/charts", ch.Name, ch.Version, ch.Archive); err != nil {
-			t.Fatal(err)
-		}
+	manifests, err := ocitest.As(reg).PushDir("team/charts", "../fixtures/charts/redis-cache", "0.2.0", "0.3.0", "0.3.4", "1.0.0")
+	if err != nil {
+		t.Fatal(err)
 	}
 	config, err := reg.ConfigFile(t.TempDir(), reg.Username, reg.Password)
 	if err != nil {

@@ -59,8 +59,14 @@ func Path() (string, error) {
 }
 
 // Start starts a registry for the test and stops it when the test ends.
+// It also points the test's Helm and Docker registry config lookups
+// ($DOCKER_CONFIG, $HELM_CONFIG_HOME, $HELM_REGISTRY_CONFIG) at empty
+// places, so the developer's own credentials never take part.
 func Start(t testing.TB) *Registry {
 	t.Helper()
+	t.Setenv("DOCKER_CONFIG", t.TempDir())
+	t.Setenv("HELM_CONFIG_HOME", t.TempDir())
+	t.Setenv("HELM_REGISTRY_CONFIG", "")
 	bin, err := Path()
 	if err != nil {
 		t.Fatal(err)

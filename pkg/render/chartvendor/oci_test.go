@@ -10,15 +10,11 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
-	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chartutil"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/flotilla-gitops/flotilla/pkg/render"
 	"github.com/flotilla-gitops/flotilla/pkg/render/chartvendor/ocitest"
-	"github.com/flotilla-gitops/flotilla/pkg/slice"
 	"github.com/flotilla-gitops/flotilla/test/ociregistry"
 )
 
@@ -33,17 +29,8 @@ type ociFixture struct {
 	manifests map[string]string
 }
 
-// isolateRegistryConfig keeps the developer's own Helm and Docker
-// credentials out of the test.
-func isolateRegistryConfig(t *testing.T) {
-	t.Setenv("DOCKER_CONFIG", t.TempDir())
-	t.Setenv("HELM_CONFIG_HOME", t.TempDir())
-	t.Setenv(RegistryEnv, "")
-}
-
 func newOCIFixture(t *testing.T, charts map[string][]string) *ociFixture {
 	t.Helper()
-	isolateRegistryConfig(t)
 	f := &ociFixture{reg: ociregistry.Start(t), archives: map[string][]byte{}, manifests: map[string]string{}}
 	f.repo = "oci://" + f.reg.Host + "/charts"
 	for name, versions := range charts {
@@ -57,14 +44,7 @@ func newOCIFixture(t *testing.T, charts map[string][]string) *ociFixture {
 // push packages and pushes chart name at version whose default message is msg.
 func (f *ociFixture) push(t *testing.T, name, version, msg string) {
 	t.Helper()
-	ch := &chart.Chart{
-		Metadata: &chart.Metadata{APIVersion: chart.APIVersionV2, Name: name, Version: version},
-		Values:   map[string]any{"message": msg},
-		Templates: []*chart.File{{
-			Name: "templates/configmap.yaml",
-			Data: []byte("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}\ndata:\n  version: {{ .Chart.Version | quote }}\n  message: {{ .Values.message | quote }}\n"),
-		}},
-	}
+	ch := demoChart(name, version, msg)
 	p, err := chartutil.Save(ch, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -73,8 +53,7 @@ func (f *ociFixture) push(t *testing.T, name, version, msg string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pusher := ocitest.Registry{Host: f.reg.Host, CAFile: f.reg.CAFile, Username: f.reg.Username, Password: f.reg.Password}
-	digest, err := pusher.Push("charts", name, version, data)
+	digest, err := ocitest.As(f.reg).Push("charts", name, version, data)
 	if err != nil {
 		t.Fatalf("%v\nregistry log:\n%s", err, f.reg.Log())
 	}
@@ -148,15 +127,7 @@ func TestVendorOCICharts(t *testing.T) {
 	}
 
 	// The vendored chart renders like any other.
-	writeFile(t, filepath.Join(root, "rendered/ab/c1/demo/values.yaml"), "message: vendored\n")
-	u := slice.Unit{Name: "demo", Kind: slice.UnitHelm, Path: "rendered/ab/c1/demo", Timeout: metav1.Duration{Duration: time.Minute}}
-	u.Helm = &slice.HelmRelease{Chart: got[1].Path, ReleaseName: "demo", Values: "rendered/ab/c1/demo/values.yaml"}
-	res, err := render.Unit(context.Background(), root, u, render.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	wantString(t, find(t, res.Objects, "ConfigMap", "demo"), "2.0.0", "data", "version")
-	wantString(t, find(t, res.Objects, "ConfigMap", "demo"), "vendored", "data", "message")
+	wantString(t, renderVendored(t, root, got[1].Path), "2.0.0", "data", "version")
 
 	// Pinned: 2.0.0 pushed again with other content changes nothing, and
 	// the re-run needs no registry (its credentials are wrong now).

@@ -14,6 +14,9 @@ import (
 	"time"
 
 	"helm.sh/helm/v3/pkg/registry"
+
+	"github.com/flotilla-gitops/flotilla/test/chartrepo"
+	"github.com/flotilla-gitops/flotilla/test/ociregistry"
 )
 
 // pushTimeout bounds each request of a push.
@@ -24,6 +27,28 @@ type Registry struct {
 	Host               string // host:port
 	CAFile             string // PEM of the CA the registry's certificate is signed by
 	Username, Password string
+}
+
+// As is the registry r, pushing as its one user.
+func As(r *ociregistry.Registry) Registry {
+	return Registry{Host: r.Host, CAFile: r.CAFile, Username: r.Username, Password: r.Password}
+}
+
+// PushDir packages the chart directory dir at each version (replacing its
+// Chart.yaml version) and pushes it under repoPath; it returns the
+// manifest digests by version.
+func (r Registry) PushDir(repoPath, dir string, versions ...string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, v := range versions {
+		ch, err := chartrepo.Package(dir, v)
+		if err != nil {
+			return nil, err
+		}
+		if out[v], err = r.Push(repoPath, ch.Name, ch.Version, ch.Archive); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }
 
 // Push uploads the chart archive (a .tgz whose Chart.yaml names name and
