@@ -1,10 +1,7 @@
 package cmd
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
-	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,26 +14,6 @@ import (
 )
 
 const redisCacheChart = "../../test/fixtures/charts/redis-cache"
-
-// runCLIStdin is runCLI with standard input.
-func runCLIStdin(t *testing.T, stdin string, args ...string) (string, string, int) {
-	t.Helper()
-	root := NewRootCommand()
-	var stdout, stderr bytes.Buffer
-	root.SetOut(&stdout)
-	root.SetErr(&stderr)
-	root.SetIn(strings.NewReader(stdin))
-	root.SetArgs(args)
-	err := root.ExecuteContext(context.Background())
-	var ee exitError
-	switch {
-	case err == nil:
-		return stdout.String(), stderr.String(), ExitOK
-	case errors.As(err, &ee):
-		return stdout.String(), stderr.String(), ee.code
-	}
-	return stdout.String(), stderr.String() + "error: " + err.Error() + "\n", ExitError
-}
 
 // TestRenderVendorsFromOCIRegistry: an application whose chart is in an
 // OCI registry (TLS, basic auth; pushed with Helm's client) is vendored by
