@@ -100,13 +100,9 @@ func fieldOf(err error) string {
 	return "repo"
 }
 
-// ociClient is Helm's registry client with the transport that bounds it.
-type ociClient struct {
-	helm *registry.Client
-}
-
-// ociClient makes the registry client on first use.
-func (v *vendorer) ociClient() (*ociClient, error) {
+// ociClient makes Helm's registry client, with the transport that bounds
+// it, on first use.
+func (v *vendorer) ociClient() (*registry.Client, error) {
 	if v.oci != nil {
 		return v.oci, nil
 	}
@@ -149,8 +145,8 @@ func (v *vendorer) ociClient() (*ociClient, error) {
 		// Its messages name the file and the format problem, not secrets.
 		return nil, render.Classify(render.ErrChartRepo, fmt.Sprintf("registry config: %v", err))
 	}
-	v.oci = &ociClient{helm: c}
-	return v.oci, nil
+	v.oci = c
+	return c, nil
 }
 
 // vendorOCI resolves ref (repo oci://host/path) to the highest tag of
@@ -164,7 +160,7 @@ func (v *vendorer) vendorOCI(ref ChartRef, u *url.URL, c *semver.Constraints) (l
 		return lockEntry{}, err
 	}
 	name := u.Host + strings.TrimSuffix(u.Path, "/") + "/" + ref.Chart
-	tags, err := client.helm.Tags(name)
+	tags, err := client.Tags(name)
 	if err != nil {
 		return lockEntry{}, v.registryError(ref, "list the tags of "+ociScheme+"://"+name, err)
 	}
@@ -173,7 +169,7 @@ func (v *vendorer) vendorOCI(ref ChartRef, u *url.URL, c *semver.Constraints) (l
 		return lockEntry{}, render.Classify(render.ErrChartNotFound, fmt.Sprintf("%s://%s: %v", ociScheme, name, err))
 	}
 	// Helm's convention: + is _ in a tag.
-	res, err := client.helm.Pull(name + ":" + strings.ReplaceAll(version, "+", "_"))
+	res, err := client.Pull(name + ":" + strings.ReplaceAll(version, "+", "_"))
 	if err != nil {
 		return lockEntry{}, v.registryError(ref, "pull "+ociScheme+"://"+name+":"+version, err)
 	}

@@ -24,6 +24,7 @@ import (
 	yamlv3 "gopkg.in/yaml.v3"
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chart/loader"
+	"helm.sh/helm/v3/pkg/registry"
 	"helm.sh/helm/v3/pkg/repo"
 	"sigs.k8s.io/yaml"
 
@@ -189,7 +190,7 @@ type vendorer struct {
 	// registry says how oci:// charts are reached; oci is its client,
 	// made on first use.
 	registry RegistryOptions
-	oci      *ociClient
+	oci      *registry.Client
 }
 
 func (v *vendorer) vendor(ref ChartRef, old map[lockKey]lockEntry) (lockEntry, error) {
