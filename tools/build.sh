@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds the pinned test binaries (Kubernetes control plane, etcd, kwok, Volcano)
+# Builds the pinned test binaries (Kubernetes control plane, etcd, kwok, Volcano,
+# sops, an OCI registry)
 # into BIN_DIR from the Go module proxy.
 #
 # Usage: tools/build.sh BIN_DIR [GROUP...]
@@ -16,7 +17,7 @@ set -euo pipefail
 readonly RECIPE_VERSION=1
 # The groups `tools/build.sh BIN` builds: what the tests run. staticcheck
 # (for `make lint`) is built only when named.
-readonly ALL_GROUPS=(etcd kube kwok sops volcano)
+readonly ALL_GROUPS=(etcd kube kwok registry sops volcano)
 
 TOOLS_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 readonly TOOLS_DIR
@@ -55,6 +56,7 @@ outputs_kwok() { echo kwok kwok-stages; }
 outputs_volcano() { echo vc-scheduler vc-controller-manager volcano; }
 outputs_staticcheck() { echo staticcheck; }
 outputs_sops() { echo sops; }
+outputs_registry() { echo registry; }
 
 # module_version MODDIR MODULE prints the version of MODULE that MODDIR's go.mod selects.
 module_version() {
@@ -133,6 +135,14 @@ build_kwok() {
 		done
 	done
 	chmod -R u+w "$2/kwok-stages"
+}
+
+build_registry() {
+	local version
+	version="$(module_version "$1" github.com/distribution/distribution/v3)"
+	go_build "$1" "$2/registry" "-X github.com/distribution/distribution/v3/version.version=$version" \
+		github.com/distribution/distribution/v3/cmd/registry
+	expect_output registry "$version" "$2/registry" --version
 }
 
 build_sops() {

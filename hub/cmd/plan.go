@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/flotilla-gitops/flotilla/pkg/compile"
 	"github.com/flotilla-gitops/flotilla/pkg/fleet"
 	"github.com/flotilla-gitops/flotilla/pkg/plan"
 
@@ -29,6 +30,8 @@ type planOptions struct {
 	// statusRepo and authDir: as render's, so both place GlobalJobs alike.
 	statusRepo string
 	authDir    string
+	// registry: as render's, for oci:// charts not vendored yet.
+	registry registryFlags
 }
 
 func newPlanCommand() *cobra.Command {
@@ -68,7 +71,11 @@ unit that fails to render at head — the plan is still printed).`,
   flotilla plan --base main --fleet production --cluster edge-1 -o json`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			return runPlan(c.Context(), c.OutOrStdout(), c.ErrOrStderr(), o)
+			charts, err := o.registry.vendor(c.InOrStdin())
+			if err != nil {
+				return err
+			}
+			return runPlan(c.Context(), c.OutOrStdout(), c.ErrOrStderr(), o, charts)
 		},
 	}
 	f := c.Flags()
@@ -84,11 +91,12 @@ unit that fails to render at head — the plan is still printed).`,
 	f.BoolVar(&o.progress, "progress", false, "report progress on stderr even when it is not a terminal")
 	f.StringVar(&o.statusRepo, "status-repo", "", "where GlobalJob BestFit placement reads the clusters' status (capacity), as for render: a URL or directory (default: --repo's own status refs when it is a Git repository)")
 	f.StringVar(&o.authDir, "git-credentials-dir", "", "directory with Git credentials for --status-repo (files username, password, bearerToken, identity, known_hosts, ca.crt)")
+	o.registry.add(f)
 	_ = c.MarkFlagRequired("base")
 	return c
 }
 
-func runPlan(ctx context.Context, stdout, stderr io.Writer, o *planOptions) error {
+func runPlan(ctx context.Context, stdout, stderr io.Writer, o *planOptions, charts compile.ChartVendor) error {
 	switch o.output {
 	case plan.FormatText, plan.FormatMarkdown, plan.FormatJSON:
 	default:
@@ -106,6 +114,7 @@ func runPlan(ctx context.Context, stdout, stderr io.Writer, o *planOptions) erro
 
 		StatusRepo:    o.statusRepo,
 		StatusAuthDir: o.authDir,
+		Charts:        charts,
 	}
 	if o.progress || isTerminal(stderr) {
 		opts.Progress = func(msg string) { fmt.Fprintln(stderr, msg) }

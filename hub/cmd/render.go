@@ -39,6 +39,7 @@ type renderOptions struct {
 	// their credentials.
 	updateSources bool
 	sourceAuthDir string
+	registry      registryFlags
 }
 
 func newRenderCommand() *cobra.Command {
@@ -50,13 +51,16 @@ func newRenderCommand() *cobra.Command {
 per cluster under rendered/<bucket>/<cluster>/: slice.yaml lists the units the
 cluster runs in dependency order, and each unit directory holds the generated
 kustomization.yaml (and values.yaml for Helm) that the cluster's agent builds.
-Chart-repository charts are vendored into charts/ first (offline when already
-vendored and locked), and applications' external Git sources
-(spec.source.git) into sources/<app>/, pinned by sources/<app>.lock.yaml: a
-branch stays at its pinned commit until --update-sources resolves it again,
-so the move shows in the pull request. With --check, a vendored copy that no
-longer matches its pinned commit (or a lock that no longer matches its
-application) fails too; --check uses no network.
+Charts from chart repositories and OCI registries (oci://) are vendored into
+charts/ first (offline when already vendored and locked); registry
+credentials come from Helm's or Docker's registry config or the
+--registry-* flags and are never written to the repo. Applications' external
+Git sources (spec.source.git) are vendored into sources/<app>/, pinned by
+sources/<app>.lock.yaml: a branch stays at its pinned commit until
+--update-sources resolves it again, so the move shows in the pull request.
+With --check, a vendored copy that no longer matches its pinned commit (or a
+lock that no longer matches its application) fails too; --check uses no
+network.
 
 The output is deterministic: files whose content did not change are not
 touched, stale clusters, units and files are removed. Commit rendered/ (and
@@ -78,10 +82,18 @@ differ, 2 invalid input or another error.`,
   flotilla render --cluster member1 --cluster edge-1
 
   # Machine-readable summary
-  flotilla render --check -o json`,
+  flotilla render --check -o json
+
+  # oci:// charts from a registry with a private CA, logged in from CI
+  echo "$REGISTRY_TOKEN" | flotilla render --registry-username ci \
+      --registry-password-stdin --registry-ca-file ca.crt`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			return runRender(c.Context(), c.OutOrStdout(), c.ErrOrStderr(), o)
+			charts, err := o.registry.vendor(c.InOrStdin())
+			if err != nil {
+				return err
+			}
+			return runRender(c.Context(), c.OutOrStdout(), c.ErrOrStderr(), o, charts)
 		},
 	}
 	f := c.Flags()
@@ -95,6 +107,7 @@ differ, 2 invalid input or another error.`,
 	f.BoolVar(&o.updateSources, "update-sources", false, "resolve every Git source's branch or tag again and vendor the commit it names now (without it, sources stay at the commit their lock pins)")
 	f.StringVar(&o.sourceAuthDir, "source-credentials-dir", "", "directory with credentials for the applications' Git sources (files username, password, bearerToken, identity, known_hosts, ca.crt); never written to the repo")
 	f.BoolVar(&o.allWaves, "all-waves", false, "EMERGENCY: release every wave of every rollout at once (recorded in rendered/rollouts/ and named by plan)")
+	o.registry.add(f)
 	return c
 }
 
@@ -120,7 +133,9 @@ type chartSummary struct {
 	Chart   string `json:"chart"`
 	Version string `json:"version"`
 	Digest  string `json:"digest,omitempty"`
-	Path    string `json:"path"`
+	// ManifestDigest is the OCI manifest digest of an oci:// chart.
+	ManifestDigest string `json:"manifestDigest,omitempty"`
+	Path           string `json:"path"`
 }
 
 type sourceSummary struct {
@@ -161,7 +176,9 @@ func checkOutputFormat(format string) error {
 	return nil
 }
 
-func runRender(ctx context.Context, stdout, stderr io.Writer, o *renderOptions) error {
+// runRender renders; charts vendors chart references (nil:
+// chartvendor.VendorCharts).
+func runRender(ctx context.Context, stdout, stderr io.Writer, o *renderOptions, charts compile.ChartVendor) error {
 	if err := checkOutputFormat(o.output); err != nil {
 		return err
 	}
@@ -194,6 +211,7 @@ func runRender(ctx context.Context, stdout, stderr io.Writer, o *renderOptions) 
 	out, err := compile.Pipeline(ctx, repo, compile.PipelineOptions{
 		Sources:       sources,
 		Clusters:      o.clusters,
+		Charts:        charts,
 		Progress:      progress.clusters,
 		StatusRepo:    statusRepo,
 		StatusAuthDir: o.authDir,
@@ -220,7 +238,7 @@ func runRender(ctx context.Context, stdout, stderr io.Writer, o *renderOptions) 
 		sum.Units += len(co.Slice.Units)
 	}
 	for _, v := range out.Charts {
-		sum.Charts = append(sum.Charts, chartSummary{Repo: v.Ref.Repo, Chart: v.Ref.Chart, Version: v.Version, Digest: v.Digest, Path: v.Path})
+		sum.Charts = append(sum.Charts, chartSummary{Repo: v.Ref.Repo, Chart: v.Ref.Chart, Version: v.Version, Digest: v.Digest, ManifestDigest: v.ManifestDigest, Path: v.Path})
 	}
 	for _, r := range out.Sources {
 		sum.Sources = append(sum.Sources, sourceSummary{App: r.App, URL: r.URL, Ref: r.Ref.String(), Path: r.Path, Commit: r.Commit, Dir: r.Dir, Action: r.Action})

@@ -20,23 +20,28 @@ const templateDir = "../../fleet-repo-template"
 // the exit code Execute would return.
 func runCLI(t *testing.T, args ...string) (string, string, int) {
 	t.Helper()
+	return runCLIStdin(t, "", args...)
+}
+
+// runCLIStdin runs the command tree in-process with standard input stdin
+// and returns stdout, stderr and the exit code Execute would return.
+func runCLIStdin(t *testing.T, stdin string, args ...string) (string, string, int) {
+	t.Helper()
 	root := NewRootCommand()
 	var stdout, stderr bytes.Buffer
 	root.SetOut(&stdout)
 	root.SetErr(&stderr)
+	root.SetIn(strings.NewReader(stdin))
 	root.SetArgs(args)
 	err := root.ExecuteContext(context.Background())
-	code := ExitOK
-	if err != nil {
-		var ee exitError
-		if errors.As(err, &ee) {
-			code = ee.code
-		} else {
-			code = ExitError
-			stderr.WriteString("error: " + err.Error() + "\n")
-		}
+	var ee exitError
+	switch {
+	case err == nil:
+		return stdout.String(), stderr.String(), ExitOK
+	case errors.As(err, &ee):
+		return stdout.String(), stderr.String(), ee.code
 	}
-	return stdout.String(), stderr.String(), code
+	return stdout.String(), stderr.String() + "error: " + err.Error() + "\n", ExitError
 }
 
 func copyTree(t *testing.T, src string) string {

@@ -1,6 +1,7 @@
 package compile
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -14,6 +15,7 @@ import (
 	"github.com/flotilla-gitops/flotilla/pkg/fleet"
 	"github.com/flotilla-gitops/flotilla/pkg/gitsource"
 	"github.com/flotilla-gitops/flotilla/pkg/placement"
+	"github.com/flotilla-gitops/flotilla/pkg/render"
 	"github.com/flotilla-gitops/flotilla/pkg/render/chartvendor"
 	"github.com/flotilla-gitops/flotilla/pkg/slice"
 )
@@ -357,6 +359,9 @@ func (c *compiler) vendorCharts() error {
 	}
 	vendored, err := c.opts.Charts(c.ctx, c.repo.Root, refs)
 	if err != nil {
+		if c.chartRefErrors(err) {
+			return c.errs.list()
+		}
 		return fmt.Errorf("vendor charts: %w", err)
 	}
 	byRef := map[chartvendor.ChartRef]chartvendor.VendoredChart{}
@@ -379,6 +384,43 @@ func (c *compiler) vendorCharts() error {
 	c.charts = append(c.charts, vendored...)
 	sort.Slice(c.charts, func(i, j int) bool { return c.charts[i].Path < c.charts[j].Path })
 	return nil
+}
+
+// chartRefClasses are the classes a chart vendoring error is reported
+// under, most specific first.
+var chartRefClasses = []error{
+	render.ErrChartAuth, render.ErrChartNotFound, render.ErrChartDigest,
+	render.ErrTooLarge, render.ErrPathEscape, render.ErrChartRepo,
+}
+
+// chartRefErrors turns a failure to vendor one chart reference into an
+// error at the field of every application that names it (file, line,
+// field, as for any bad input), and reports whether it did.
+func (c *compiler) chartRefErrors(err error) bool {
+	var re *chartvendor.RefError
+	var rerr *render.Error
+	if !errors.As(err, &re) || !errors.As(re.Err, &rerr) || errors.Is(err, context.Canceled) {
+		return false
+	}
+	var class error
+	for _, k := range chartRefClasses {
+		if errors.Is(err, k) {
+			class = k
+			break
+		}
+	}
+	if class == nil {
+		return false
+	}
+	detail := strings.TrimPrefix(rerr.Err.Error(), class.Error()+": ")
+	found := false
+	for _, p := range c.apps {
+		if p.chartRef != nil && *p.chartRef == re.Ref {
+			c.field(p.app, "spec.source.helm."+re.Field, class, "", "%s", detail)
+			found = true
+		}
+	}
+	return found
 }
 
 // digestApp hashes every repo path an application's units read besides

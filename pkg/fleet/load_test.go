@@ -271,6 +271,20 @@ func TestLoadErrors(t *testing.T) {
 			class:   ErrInvalidValue,
 		},
 		{
+			name:    "helm oci repo with a tag",
+			changes: map[string]string{"apps/web/app.yaml": app("  source:\n    helm:\n      repo: oci://registry.example/charts/web:1.0.0\n      chart: web\n  syncPolicies: [{destination: {fleet: prod}}]\n")},
+			want:    "apps/web/app.yaml:8: spec.source.helm.repo",
+			class:   ErrInvalidValue,
+			detail:  "oci:// repository is host/path only",
+		},
+		{
+			name:    "helm repo not http or oci",
+			changes: map[string]string{"apps/web/app.yaml": app("  source:\n    helm:\n      repo: ftp://charts.example.com\n      chart: web\n  syncPolicies: [{destination: {fleet: prod}}]\n")},
+			want:    "apps/web/app.yaml:8: spec.source.helm.repo",
+			class:   ErrInvalidValue,
+			detail:  "oci:// registry path",
+		},
+		{
 			name:    "helm repo and path",
 			changes: map[string]string{"apps/web/app.yaml": app("  source:\n    helm:\n      path: manifests\n      repo: https://charts.example.com\n  syncPolicies: [{destination: {fleet: prod}}]\n")},
 			want:    "apps/web/app.yaml:9: spec.source.helm.repo",

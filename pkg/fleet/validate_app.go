@@ -157,8 +157,10 @@ func (v *validator) helmSource(d *document, a *Application, h *HelmSource) {
 	default:
 		if h.Repo == "" {
 			d.errorf(field+".repo", ErrRequired, "chart %q needs the repo that serves it", h.Chart)
-		} else if u, err := url.Parse(h.Repo); err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
-			d.errorf(field+".repo", ErrInvalidValue, "not an http:// or https:// chart repository URL")
+		} else if u, err := url.Parse(h.Repo); err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https" && u.Scheme != "oci") {
+			d.errorf(field+".repo", ErrInvalidValue, "not an http:// or https:// chart repository URL or an oci:// registry path")
+		} else if u.Scheme == "oci" && (u.RawQuery != "" || u.Fragment != "" || strings.ContainsAny(u.Path, ":@")) {
+			d.errorf(field+".repo", ErrInvalidValue, "an oci:// repository is host/path only: the chart is named by chart, its tag by version")
 		} else if u.User != nil {
 			// Never echo it: the URL holds a secret.
 			d.errorf(field+".repo", ErrInvalidValue, "must not embed credentials")

@@ -38,6 +38,9 @@ var (
 	ErrChartDigest = errors.New("chart digest mismatch")
 	// ErrChartRepo: the chart repository could not be read.
 	ErrChartRepo = errors.New("chart repository error")
+	// ErrChartAuth: an OCI registry refused the credentials (or their
+	// absence) with 401 or 403.
+	ErrChartAuth = errors.New("chart registry authentication failed")
 	// ErrDecrypt: a SOPS document could not be decrypted (no matching age
 	// key, a MAC mismatch, an unsupported or malformed document). The
 	// error names the file and never its contents.
@@ -197,7 +200,7 @@ func sanitize(msg string) string {
 var classes = []error{
 	ErrPathEscape, ErrSymlinkEscape, ErrTooLarge, ErrTimeout, ErrYAMLBomb,
 	ErrInvalidObject, ErrRemoteBase, ErrPluginsDisabled, ErrKustomize, ErrHelm,
-	ErrChartNotFound, ErrChartDigest, ErrChartRepo, ErrDecrypt,
+	ErrChartNotFound, ErrChartDigest, ErrChartRepo, ErrChartAuth, ErrDecrypt,
 }
 
 // ensureClass gives an unclassified error (an OS error on the way, say)

@@ -24,6 +24,7 @@ import (
 	yamlv3 "gopkg.in/yaml.v3"
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chart/loader"
+	"helm.sh/helm/v3/pkg/registry"
 	"helm.sh/helm/v3/pkg/repo"
 	"sigs.k8s.io/yaml"
 
@@ -47,7 +48,9 @@ const (
 
 // ChartRef is a chart from a chart repository, as an Application names it.
 type ChartRef struct {
-	// Repo is the repository URL (http or https); index.yaml lives below it.
+	// Repo is the repository URL: http or https (index.yaml lives below
+	// it), or oci://host/path (the chart is the OCI repository
+	// host/path/<chart>, its versions are tags).
 	Repo  string `json:"repo"`
 	Chart string `json:"chart"`
 	// Version is an exact version or a semver range (Masterminds syntax, as
@@ -63,6 +66,9 @@ type VendoredChart struct {
 	Version string
 	// Digest is "sha256:<hex>" of the chart archive.
 	Digest string
+	// ManifestDigest is the OCI manifest digest of an oci:// chart (what
+	// `helm pull oci://…@<digest>` pins); empty for chart repositories.
+	ManifestDigest string
 	// Path is the repo-relative chart directory, charts/<chart>/<version>.
 	Path string
 }
@@ -81,7 +87,9 @@ type lockEntry struct {
 	Version  string `json:"version" yaml:"version"`
 	Resolved string `json:"resolved" yaml:"resolved"`
 	Digest   string `json:"digest" yaml:"digest"`
-	Path     string `json:"path" yaml:"path"`
+	// ManifestDigest: VendoredChart.ManifestDigest.
+	ManifestDigest string `json:"manifestDigest,omitempty" yaml:"manifestDigest,omitempty"`
+	Path           string `json:"path" yaml:"path"`
 }
 
 type lockKey struct{ repo, chart, version string }
@@ -98,12 +106,23 @@ var chartNameRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
 // checked against the index digest when there is one, and unpacked (with
 // Helm's archive safety checks) to charts/<chart>/<version>/.
 //
+// Charts from oci:// repositories are resolved through Helm's registry
+// client instead (see RegistryOptions): the registry's tags are listed,
+// the highest matching version pulled, and its manifest digest recorded
+// beside the archive digest.
+//
 // refs must be the complete set the repository uses (call it with none
 // when the last chart reference goes): the lock file is rewritten to
 // exactly these refs (sorted, with the generated-file header, only when its
 // content changes; removed when there are none) and the directories of
 // entries that disappeared are removed.
 func VendorCharts(ctx context.Context, repoRoot string, refs []ChartRef) ([]VendoredChart, error) {
+	return RegistryOptions{}.VendorCharts(ctx, repoRoot, refs)
+}
+
+// VendorCharts is the package's VendorCharts reaching OCI registries as o
+// says.
+func (o RegistryOptions) VendorCharts(ctx context.Context, repoRoot string, refs []ChartRef) ([]VendoredChart, error) {
 	root, err := os.OpenRoot(repoRoot)
 	if err != nil {
 		return nil, fmt.Errorf("repository root: %w", err)
@@ -117,7 +136,7 @@ func VendorCharts(ctx context.Context, repoRoot string, refs []ChartRef) ([]Vend
 	for _, e := range old.Charts {
 		oldByKey[lockKey{e.Repo, e.Chart, e.Version}] = e
 	}
-	v := &vendorer{ctx: ctx, root: root, client: &http.Client{Timeout: httpTimeout}, indexes: map[string]*repo.IndexFile{}}
+	v := &vendorer{ctx: ctx, root: root, client: &http.Client{Timeout: httpTimeout}, indexes: map[string]*repo.IndexFile{}, registry: o}
 
 	out := make([]VendoredChart, len(refs))
 	current := map[lockKey]lockEntry{}
@@ -129,11 +148,11 @@ func VendorCharts(ctx context.Context, repoRoot string, refs []ChartRef) ([]Vend
 		if !ok {
 			e, err = v.vendor(ref, oldByKey)
 			if err != nil {
-				return nil, &render.Error{File: path.Join(ChartsDir, ref.Chart), Err: err}
+				return nil, &RefError{Ref: refs[i], Field: fieldOf(err), Err: &render.Error{File: path.Join(ChartsDir, ref.Chart), Err: err}}
 			}
 			current[k] = e
 		}
-		out[i] = VendoredChart{Ref: refs[i], Version: e.Resolved, Digest: e.Digest, Path: e.Path}
+		out[i] = VendoredChart{Ref: refs[i], Version: e.Resolved, Digest: e.Digest, ManifestDigest: e.ManifestDigest, Path: e.Path}
 	}
 
 	lock := chartLock{APIVersion: slice.APIVersion, Kind: ChartLockKind, Charts: []lockEntry{}}
@@ -168,12 +187,16 @@ type vendorer struct {
 	root    *os.Root
 	client  *http.Client
 	indexes map[string]*repo.IndexFile
+	// registry says how oci:// charts are reached; oci is its client,
+	// made on first use.
+	registry RegistryOptions
+	oci      *registry.Client
 }
 
 func (v *vendorer) vendor(ref ChartRef, old map[lockKey]lockEntry) (lockEntry, error) {
 	u, err := url.Parse(ref.Repo)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return lockEntry{}, render.Classify(render.ErrChartRepo, fmt.Sprintf("repository %q is not an http(s) URL", ref.Repo))
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https" && u.Scheme != ociScheme) || u.Host == "" {
+		return lockEntry{}, render.Classify(render.ErrChartRepo, fmt.Sprintf("repository %q is not an http(s) or oci URL", ref.Repo))
 	}
 	if !chartNameRe.MatchString(ref.Chart) {
 		return lockEntry{}, render.Classify(render.ErrChartNotFound, fmt.Sprintf("invalid chart name %q", ref.Chart))
@@ -193,6 +216,9 @@ func (v *vendorer) vendor(ref ChartRef, old map[lockKey]lockEntry) (lockEntry, e
 		}
 	}
 
+	if u.Scheme == ociScheme {
+		return v.vendorOCI(ref, u, constraint)
+	}
 	idx, err := v.index(ref.Repo)
 	if err != nil {
 		return lockEntry{}, err
@@ -331,7 +357,7 @@ func (v *vendorer) unpack(e lockEntry, archive []byte) error {
 		return render.Classify(render.ErrChartRepo, fmt.Sprintf("%s: %v", e.Chart, err))
 	}
 	if ch.Name() != e.Chart || ch.Metadata.Version != e.Resolved {
-		return render.Classify(render.ErrChartRepo, fmt.Sprintf("archive holds %s %s, the index promised %s %s", ch.Name(), ch.Metadata.Version, e.Chart, e.Resolved))
+		return render.Classify(render.ErrChartRepo, fmt.Sprintf("archive holds %s %s, the repository promised %s %s", ch.Name(), ch.Metadata.Version, e.Chart, e.Resolved))
 	}
 	if err := v.root.MkdirAll(path.Dir(e.Path), 0o755); err != nil {
 		return err

@@ -12,12 +12,9 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 
-	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/repo"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/flotilla-gitops/flotilla/pkg/render"
 	"github.com/flotilla-gitops/flotilla/pkg/slice"
@@ -49,14 +46,7 @@ func newChartRepo(t *testing.T, charts map[string][]string) *chartRepo {
 	}
 	for name, versions := range charts {
 		for _, v := range versions {
-			ch := &chart.Chart{
-				Metadata: &chart.Metadata{APIVersion: chart.APIVersionV2, Name: name, Version: v},
-				Values:   map[string]any{"message": "hello"},
-				Templates: []*chart.File{{
-					Name: "templates/configmap.yaml",
-					Data: []byte("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}\ndata:\n  version: {{ .Chart.Version | quote }}\n  message: {{ .Values.message | quote }}\n"),
-				}},
-			}
+			ch := demoChart(name, v, "hello")
 			if _, err := chartutil.Save(ch, r.dir); err != nil {
 				t.Fatal(err)
 			}
@@ -134,15 +124,7 @@ func TestVendorCharts(t *testing.T) {
 	golden.Assert(t, filepath.Join("testdata", "golden", "charts.lock.yaml"), stable)
 
 	// The vendored chart renders like any chart in the repo.
-	writeFile(t, filepath.Join(root, "rendered/ab/c1/demo/values.yaml"), "message: vendored\n")
-	u := slice.Unit{Name: "demo", Kind: slice.UnitHelm, Path: "rendered/ab/c1/demo", Timeout: metav1.Duration{Duration: time.Minute}}
-	u.Helm = &slice.HelmRelease{Chart: got[0].Path, ReleaseName: "demo", Values: "rendered/ab/c1/demo/values.yaml"}
-	res, err := render.Unit(context.Background(), root, u, render.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	wantString(t, find(t, res.Objects, "ConfigMap", "demo"), "vendored", "data", "message")
-	wantString(t, find(t, res.Objects, "ConfigMap", "demo"), "1.2.0", "data", "version")
+	wantString(t, renderVendored(t, root, got[0].Path), "1.2.0", "data", "version")
 
 	// A second run is offline: the lock still satisfies every range.
 	before := cr.requests.Load()
@@ -235,7 +217,7 @@ func TestVendorChartsErrors(t *testing.T) {
 		{"chart name with a path", ChartRef{Repo: cr.URL, Chart: "../demo", Version: "1.0.0"}, render.ErrChartNotFound, "invalid chart name"},
 		{"digest mismatch", ChartRef{Repo: bad.URL, Chart: "demo", Version: "1.0.0"}, render.ErrChartDigest, "index says sha256:000"},
 		{"missing repository", ChartRef{Repo: cr.URL + "/missing", Chart: "demo", Version: "1.0.0"}, render.ErrChartRepo, "404"},
-		{"not http", ChartRef{Repo: "oci://registry.example/charts", Chart: "demo", Version: "1.0.0"}, render.ErrChartRepo, "not an http(s) URL"},
+		{"not http or oci", ChartRef{Repo: "ftp://registry.example/charts", Chart: "demo", Version: "1.0.0"}, render.ErrChartRepo, "not an http(s) or oci URL"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
