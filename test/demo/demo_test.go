@@ -191,6 +191,14 @@ func TestDemo(t *testing.T) {
 			t.Errorf("wave 1: iot-collector on %s requests cpu %s, want %s", cluster, got, want)
 		}
 	}
+	// The rollout commands read the agents' status refs from the clone's
+	// remote-tracking refs, as the template's CI job does after its fetch.
+	fetch := func() {
+		if _, err := f.Run(ctx, f.CloneDir, "git", "fetch", "-q", "origin"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fetch()
 	rolloutStatus, err := f.Run(ctx, f.CloneDir, f.Flotilla(), "rollout", "status", "iot-collector")
 	if err != nil || !strings.Contains(rolloutStatus, "canary") {
 		t.Errorf("flotilla rollout status: %v\n%s", err, rolloutStatus)
@@ -199,6 +207,7 @@ func TestDemo(t *testing.T) {
 	// bake time; then it releases the rest.
 	var advanced string
 	for advanced == "" {
+		fetch()
 		msg, err := f.Run(ctx, f.CloneDir, f.Flotilla(), "rollout", "advance")
 		if err == nil {
 			advanced = msg

@@ -93,6 +93,7 @@ first, to member2 and edge-1 once member1 has been Ready for 10s:
   sed -i 's/cpu: 10m/cpu: 20m/' apps/iot-collector/manifests/deployment.yaml
   %[2]s render && %[2]s plan --base origin/main   # held for edge-1, member2
   git add -A && git commit -qm "iot-collector: more CPU" && git push -q
+  git fetch -q                                   # the agents' status refs
   %[2]s rollout status iot-collector            # wave canary, then the rest
   %[2]s rollout advance --message-file /tmp/msg && git add -A && git commit -qF /tmp/msg && git push -q
 
