@@ -23,8 +23,12 @@ build: ## Build the flotilla and flotilla-agent binaries into bin/
 	go build -ldflags "$(LDFLAGS)" -o $(BIN)/flotilla ./hub/flotilla
 	go build -ldflags "$(LDFLAGS)" -o $(BIN)/flotilla-agent ./agent/flotilla-agent
 
+# The tool groups the demo's clusters run (not sops, which only tests use).
+DEMO_TOOLS := etcd kube kwok volcano
+
 .PHONY: demo
-demo: tools build ## Start a local demo fleet (Git server, 3 clusters, 3 agents) until Ctrl-C
+demo: build ## Start a local demo fleet (Git server, 3 clusters, 3 agents) until Ctrl-C
+	@tools/build.sh "$(BIN)" $(DEMO_TOOLS)
 	go build -o $(BIN)/flotilla-demo ./test/demo/cmd/flotilla-demo
 	@$(BIN)/flotilla-demo $(DEMO_FLAGS)
 
