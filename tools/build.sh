@@ -217,12 +217,12 @@ prune_cache() {
 	done
 }
 
-# children_cpu prints the CPU seconds (user + system) of this shell's finished
-# children, from /proc (0 where there is none): the figure a busy machine does not
-# inflate the way it does wall time.
+# children_cpu PID prints the CPU seconds (user + system) of the finished children
+# of shell PID, from /proc (0 where there is none): the figure a busy machine does
+# not inflate the way it does wall time. PID, because $(…) runs in a subshell.
 children_cpu() {
 	local -a st
-	if [[ -r /proc/$BASHPID/stat ]] && read -r -a st <"/proc/$BASHPID/stat"; then
+	if [[ -r /proc/$1/stat ]] && read -r -a st <"/proc/$1/stat"; then
 		echo $(((st[15] + st[16]) / CLK_TCK))
 	else
 		echo 0
@@ -231,12 +231,12 @@ children_cpu() {
 CLK_TCK="$(getconf CLK_TCK 2>/dev/null || echo 100)"
 
 build_into_cache() {
-	local group="$1" key="$2" cache="$3" tmp start cpu
+	local group="$1" key="$2" cache="$3" tmp start cpu self=$BASHPID
 	tmp="$(mktemp -d "$CACHE_ROOT/.tmp-$group-$key-XXXXXX")"
 	# shellcheck disable=SC2064 # expand now: tmp is local
 	trap "rm -rf '$tmp'" EXIT
 	start=$SECONDS
-	cpu="$(children_cpu)"
+	cpu="$(children_cpu "$self")"
 	# A plain subshell, not an `if` condition: errexit must stay in force inside it.
 	set +e
 	(set -e; "build_$group" "$TOOLS_DIR/$group" "$tmp")
@@ -252,7 +252,7 @@ build_into_cache() {
 	fi
 	trap - EXIT
 	BUILT_SECONDS=$((SECONDS - start))
-	BUILT_CPU=$(($(children_cpu) - cpu))
+	BUILT_CPU=$(($(children_cpu "$self") - cpu))
 }
 
 process_group() {
