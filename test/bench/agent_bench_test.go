@@ -257,45 +257,6 @@ func (p *agentProcess) apiRequests() map[string]float64 {
 	return out
 }
 
-// procKiB reads a kB field of /proc/<pid>/status (VmRSS, VmHWM).
-func (p *agentProcess) procKiB(field string) int64 {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.Pid()))
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		if rest, ok := strings.CutPrefix(line, field+":"); ok {
-			n, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-			return n
-		}
-	}
-	return 0
-}
-
-// mappedKiB sums the resident kB of the process's mappings of file path
-// (/proc/<pid>/smaps).
-func (p *agentProcess) mappedKiB(path string) int64 {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps", p.Pid()))
-	if err != nil {
-		return 0
-	}
-	var total int64
-	inFile := false
-	for _, line := range strings.Split(string(data), "\n") {
-		fields := strings.Fields(line)
-		if len(fields) >= 5 && strings.Contains(fields[0], "-") && !strings.HasSuffix(fields[0], ":") {
-			// A mapping header: address perms offset dev inode [path].
-			inFile = len(fields) >= 6 && fields[5] == path
-			continue
-		}
-		if rest, ok := strings.CutPrefix(line, "Rss:"); ok && inFile {
-			n, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-			total += n
-		}
-	}
-	return total
-}
-
 // saveProfiles writes the agent's heap and goroutine profiles to
 // $FLOTILLA_BENCH_AGENT_PROFILE_DIR when it is set (and the agent was
 // started with --pprof-addr via FLOTILLA_BENCH_AGENT_ARGS).
@@ -430,7 +391,7 @@ func benchAgentFluxShape(b *testing.B) {
 	p.cpuProfile("cold", 40*time.Second)
 	cold := p.WaitCycle(0, 15*time.Minute)
 	coldWall := time.Since(p.Started())
-	coldPeak := p.procKiB("VmHWM") << 10
+	coldPeak := p.StatusKiB("VmHWM") << 10
 	coldCPU := p.cpu()
 	b.StopTimer()
 	if cold["result"] != "success" || recInt(cold, "units") != agentBenchUnits+1 || recInt(cold, "applied") != agentBenchUnits+1 {
@@ -475,7 +436,7 @@ func benchAgentFluxShape(b *testing.B) {
 	b.ReportMetric(recDuration(steady).Seconds(), "s-drift-check-cycle")
 	// At the end of a drift-check cycle, before the agent hands its memory
 	// back: the steady loop's own peak.
-	driftRSS := p.procKiB("VmRSS") << 10
+	driftRSS := p.StatusKiB("VmRSS") << 10
 	b.ReportMetric(float64(driftRSS)/(1<<20), "MiB-drift-cycle-end-rss")
 	agentGoal(b, driftRSS > agentGoalPeakRSS, "RSS at the end of a drift-check cycle %d MiB (goal ≤ %d MiB)", driftRSS>>20, agentGoalPeakRSS>>20)
 
@@ -533,10 +494,10 @@ func benchAgentFluxShape(b *testing.B) {
 	n = p.Cycles()
 	p.WaitCycle(n, 2*agentBenchInterval)
 	time.Sleep(time.Second) // the cycle's memory goes back to the OS after its log line
-	steadyRSS := p.procKiB("VmRSS") << 10
-	steadyAnon, steadyExe := p.procKiB("RssAnon")<<10, p.mappedKiB(agentproc.Binary(b))<<10
+	steadyRSS := p.StatusKiB("VmRSS") << 10
+	steadyAnon, steadyExe := p.StatusKiB("RssAnon")<<10, p.MappedKiB(agentproc.Binary(b))<<10
 	b.Logf("steady-state RSS with %d objects managed: %d MiB (goal ≤ %d MiB): anonymous %d MiB, file-backed %d MiB, of which the executable %d MiB",
-		4*agentBenchUnits, steadyRSS>>20, agentGoalSteadyRSS>>20, steadyAnon>>20, p.procKiB("RssFile")>>10, steadyExe>>20)
+		4*agentBenchUnits, steadyRSS>>20, agentGoalSteadyRSS>>20, steadyAnon>>20, p.StatusKiB("RssFile")>>10, steadyExe>>20)
 	p.saveProfiles("steady")
 	b.ReportMetric(float64(steadyRSS)/(1<<20), "MiB-steady-rss")
 	b.ReportMetric(float64(steadyAnon)/(1<<20), "MiB-steady-rss-anon")
@@ -561,10 +522,10 @@ func benchAgentFluxShape(b *testing.B) {
 		b.Errorf("restarted agent wrote %v times in a steady cycle, want 0", w)
 	}
 	time.Sleep(time.Second) // the cycle's memory goes back to the OS after its log line
-	restartRSS := r.procKiB("VmRSS") << 10
-	restartAnon, restartExe := r.procKiB("RssAnon")<<10, r.mappedKiB(agentproc.Binary(b))<<10
+	restartRSS := r.StatusKiB("VmRSS") << 10
+	restartAnon, restartExe := r.StatusKiB("RssAnon")<<10, r.MappedKiB(agentproc.Binary(b))<<10
 	b.Logf("restarted agent, first (steady) cycle %s: RSS %d MiB (goal ≤ %d MiB): anonymous %d MiB, file-backed %d MiB, of which the executable %d MiB",
-		recDuration(first).Round(time.Millisecond), restartRSS>>20, agentGoalSteadyRSS>>20, restartAnon>>20, r.procKiB("RssFile")>>10, restartExe>>20)
+		recDuration(first).Round(time.Millisecond), restartRSS>>20, agentGoalSteadyRSS>>20, restartAnon>>20, r.StatusKiB("RssFile")>>10, restartExe>>20)
 	b.ReportMetric(float64(restartRSS)/(1<<20), "MiB-steady-rss-restarted")
 	b.ReportMetric(float64(restartAnon)/(1<<20), "MiB-steady-rss-restarted-anon")
 	b.ReportMetric(float64(restartExe)/(1<<20), "MiB-steady-rss-restarted-executable")
