@@ -28,6 +28,7 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/flotilla-gitops/flotilla/agent/metrics"
+	"github.com/flotilla-gitops/flotilla/agent/procmem"
 	"github.com/flotilla-gitops/flotilla/agent/reconcile"
 	"github.com/flotilla-gitops/flotilla/agent/state"
 	"github.com/flotilla-gitops/flotilla/pkg/apply"
@@ -184,6 +185,8 @@ func run(ctx context.Context, o *options, stderr io.Writer) (err error) {
 	if err != nil {
 		return err
 	}
+	// The Helm workers may use the other half of the limit (helmWorkerMemory).
+	goMemoryLimit, _ := procmem.SetLimit(0.5, containerMemoryLimit)
 	loop, err := reconcile.New(reconcile.Config{
 		Cluster: o.clusterName, Branch: o.branch,
 		Source: src, Applier: applier, Discovery: disc, Verifier: verifier, Volcano: jobs, State: store,
@@ -196,6 +199,7 @@ func run(ctx context.Context, o *options, stderr io.Writer) (err error) {
 			Decryptor: sopsKeyring(kube.Client, o.namespace, o.sopsAgeSecret),
 		},
 		ShutdownGrace: o.shutdownGrace,
+		ReleaseMemory: func() { releaseMemory(log) },
 		Identity:      o.identity, AgentVersion: version.Version,
 		Secrets: append(secrets(auth, o.repoURL), statusSecrets(o)...),
 	})
@@ -212,7 +216,7 @@ func run(ctx context.Context, o *options, stderr io.Writer) (err error) {
 
 	log.Info("flotilla-agent starting", "version", version.String("flotilla-agent"), "cluster", o.clusterName,
 		"repo", redactURL(o.repoURL), "branch", o.branch, "interval", o.interval, "namespace", o.namespace,
-		"leaderElection", o.leaderElect, "credentials", auth.String(), "helmWorkerMemoryMiB", helmMemory>>20)
+		"leaderElection", o.leaderElect, "credentials", auth.String(), "helmWorkerMemoryMiB", helmMemory>>20, "goMemoryLimitMiB", goMemoryLimit>>20)
 	if !o.leaderElect {
 		leading.Store(true)
 		m.SetLeader(true)

@@ -85,6 +85,10 @@ type Config struct {
 	// ShutdownGrace is how long the current cycle may go on after Run's
 	// context ends.
 	ShutdownGrace time.Duration
+	// ReleaseMemory runs after every cycle of Run, before the wait for the
+	// next: it hands what the cycle used back to the OS.
+	// debug.FreeOSMemory when nil.
+	ReleaseMemory func()
 
 	// Identity and AgentVersion go into status.
 	Identity     string
@@ -235,7 +239,11 @@ func (l *Loop) Run(ctx context.Context) error {
 		// A cycle's garbage (rendered objects, API responses) is large next
 		// to what the agent keeps; hand it back to the OS instead of holding
 		// the cycle's peak until the scavenger gets to it. One GC per cycle.
-		debug.FreeOSMemory()
+		if l.cfg.ReleaseMemory != nil {
+			l.cfg.ReleaseMemory()
+		} else {
+			debug.FreeOSMemory()
+		}
 		if ctx.Err() != nil {
 			return nil
 		}

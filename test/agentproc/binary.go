@@ -26,7 +26,7 @@ var binary struct {
 // Binary returns the flotilla-agent binary, found or built once per test
 // binary: $FLOTILLA_AGENT_BIN; else bin/flotilla-agent (`make build`, in
 // testenv.BinDir) when it is newer than every Go file of the packages it is
-// built from; else a go build of ./agent/flotilla-agent into the user cache directory,
+// built from; else a go build (CGO off) of ./agent/flotilla-agent into the user cache directory,
 // which go build leaves alone when it is up to date. A stale binary never
 // fakes a result.
 func Binary(t testing.TB) string {
@@ -58,6 +58,8 @@ func findBinary() (string, error) {
 	out := filepath.Join(cache, "flotilla", "e2e", "flotilla-agent")
 	cmd := exec.Command("go", "build", "-o", out, "./agent/flotilla-agent")
 	cmd.Dir = root
+	// As `make build` and the image build it (memory figures depend on it).
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if b, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("go build ./agent/flotilla-agent: %v\n%s", err, b)
 	}

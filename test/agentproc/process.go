@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -163,6 +164,46 @@ func (p *Process) PeakRSS() int64 {
 		return int64(ru.Maxrss) * 1024
 	}
 	return 0
+}
+
+// StatusKiB reads a kB field of the running process's /proc/<pid>/status
+// (VmRSS, VmHWM, RssAnon, RssFile); 0 when it cannot be read.
+func (p *Process) StatusKiB(field string) int64 {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.Pid()))
+	if err != nil {
+		return 0
+	}
+	for line := range strings.Lines(string(data)) {
+		if rest, ok := strings.CutPrefix(line, field+":"); ok {
+			n, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			return n
+		}
+	}
+	return 0
+}
+
+// MappedKiB sums the resident kB of the running process's mappings of
+// file path (/proc/<pid>/smaps), e.g. of its executable (Binary).
+func (p *Process) MappedKiB(path string) int64 {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps", p.Pid()))
+	if err != nil {
+		return 0
+	}
+	var total int64
+	inFile := false
+	for line := range strings.Lines(string(data)) {
+		fields := strings.Fields(line)
+		if len(fields) >= 5 && strings.Contains(fields[0], "-") && !strings.HasSuffix(fields[0], ":") {
+			// A mapping header: address perms offset dev inode [path].
+			inFile = len(fields) >= 6 && fields[5] == path
+			continue
+		}
+		if rest, ok := strings.CutPrefix(line, "Rss:"); ok && inFile {
+			n, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			total += n
+		}
+	}
+	return total
 }
 
 // PeakHeap is the largest Go heap the process had at any garbage
