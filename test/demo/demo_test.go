@@ -75,18 +75,22 @@ func TestDemo(t *testing.T) {
 		t.Errorf("job %s: %d pods succeeded in %q, want 3 in ml: %+v", demo.DemoJob, job.Succeeded, job.Namespace, job)
 	}
 	// The dashboard the demo prints answers, from Git alone, with every
-	// cluster and the job. It reads the fleet every 5s: wait for the read
-	// that follows the job's completion.
-	var page string
-	for page == "" || !strings.Contains(page, "Completed") {
+	// cluster and the job's row. It reads the fleet every 5s: wait for the
+	// read that follows the job's completion.
+	var page, jobRow string
+	for !strings.Contains(jobRow, "Completed") {
 		page = dashboardPage(ctx, t, f.DashboardURL)
+		jobRow = rowOf(page, `data-job="`)
 		select {
 		case <-ctx.Done():
 			t.Fatalf("the dashboard at %s never showed the job Completed:\n%s", f.DashboardURL, page)
 		case <-time.After(time.Second):
 		}
 	}
-	for _, want := range append([]string{demo.DemoJob, "InSync"}, demo.Clusters...) {
+	if !strings.Contains(jobRow, demo.DemoJob) || !strings.Contains(jobRow, demo.DemoJobCluster) {
+		t.Errorf("the dashboard's job row does not name %s on %s: %s", demo.DemoJob, demo.DemoJobCluster, jobRow)
+	}
+	for _, want := range append([]string{"InSync"}, demo.Clusters...) {
 		if !strings.Contains(page, want) {
 			t.Errorf("the dashboard at %s lacks %q", f.DashboardURL, want)
 		}
@@ -280,4 +284,18 @@ func dashboardPage(ctx context.Context, t *testing.T, url string) string {
 		return ""
 	}
 	return string(body)
+}
+
+// rowOf is the table row of page that holds attr ("" if none).
+func rowOf(page, attr string) string {
+	i := strings.Index(page, attr)
+	if i < 0 {
+		return ""
+	}
+	start := strings.LastIndex(page[:i], "<tr")
+	end := strings.Index(page[i:], "</tr>")
+	if start < 0 || end < 0 {
+		return ""
+	}
+	return page[start : i+end]
 }
