@@ -209,7 +209,9 @@ type SyncPolicy struct {
 	ReplicaScheduling *ReplicaScheduling `json:"replicaScheduling,omitempty"`
 }
 
-// Destination selects clusters by fleet, labels or names; exactly one is set.
+// Destination selects clusters by fleet, labels or names: one of them, or
+// a fleet and a selector together, which selects the fleet's members the
+// selector matches.
 type Destination struct {
 	Fleet    string                `json:"fleet,omitempty"`
 	Selector *metav1.LabelSelector `json:"selector,omitempty"`
