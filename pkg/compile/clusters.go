@@ -75,6 +75,7 @@ func (c *compiler) compileClusters(clusters []*fleet.Cluster) ([]*ClusterOutput,
 			progress()
 			continue
 		}
+		c.checkNamespaces(d, objects)
 		work <- i
 	}
 	close(work)

@@ -162,6 +162,7 @@ func Compute(ctx context.Context, opts Options) (*Plan, error) {
 		return nil, err
 	}
 	p.Warnings = append(p.Warnings, joinWarnings(base.warnings, head.warnings)...)
+	p.Warnings = append(p.Warnings, undeclaredNamespaces(base.out, head.out)...)
 	progress("compiled %d and %d clusters", len(base.out.Clusters), len(head.out.Clusters))
 	if w, err := staleness(ctx, head, repoDir); err != nil {
 		return nil, err
@@ -188,6 +189,23 @@ func Compute(ctx context.Context, opts Options) (*Plan, error) {
 	p.Notes = append(p.Notes, rolloutNotes(base.out, head.out)...)
 	progress("rendered %d units", pl.rendered)
 	return p, nil
+}
+
+// undeclaredNamespaces are head's warnings of a namespace nothing creates
+// on a cluster (the agent's apply will fail there) that base does not
+// have: the ones this change brings. render and validate report them all.
+func undeclaredNamespaces(base, head *compile.Output) []string {
+	had := map[string]bool{}
+	for _, w := range base.Warnings {
+		had[w.Error()] = true
+	}
+	var out []string
+	for _, w := range head.Warnings {
+		if errors.Is(w, compile.ErrUndeclaredNamespace) && !had[w.Error()] {
+			out = append(out, "the apply will fail: "+w.Error())
+		}
+	}
+	return out
 }
 
 func short(h string) string {

@@ -451,3 +451,36 @@ func TestSOPSSecretInPlan(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestUndeclaredNamespace: a change that sends an application to a
+// namespace nothing creates on its clusters makes the plan say that the
+// apply will fail there, naming the file and line.
+func TestUndeclaredNamespace(t *testing.T) {
+	r := newTestRepo(t, smallFleet)
+	r.write(map[string]string{"apps/web/app.yaml": strings.Replace(smallFleet["apps/web/app.yaml"], "namespace: web", "namespace: shop", 1)})
+	p := r.plan(plan.Options{})
+	want := "the apply will fail: apps/web/app.yaml:9: spec.namespace: namespace declared by no fleet: application web puts objects in namespace shop"
+	var found []string
+	for _, w := range p.Warnings {
+		if strings.HasPrefix(w, want) {
+			found = append(found, w)
+		}
+	}
+	if len(found) != 1 || !strings.HasSuffix(found[0], "(clusters c1, c2)") {
+		t.Fatalf("warnings %q, want one starting %q for clusters c1, c2", p.Warnings, want)
+	}
+	var text strings.Builder
+	if err := plan.WriteText(&text, p, false); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(text.String(), want) {
+		t.Errorf("text plan does not say it:\n%s", text.String())
+	}
+	// Declared by the fleet: nothing to say.
+	r.write(map[string]string{"fleets/a.yaml": smallFleet["fleets/a.yaml"] + "  namespaces: [{name: shop}]\n"})
+	for _, w := range r.plan(plan.Options{}).Warnings {
+		if strings.Contains(w, "apply will fail") {
+			t.Errorf("warning %q after the fleet declares the namespace", w)
+		}
+	}
+}
