@@ -60,7 +60,9 @@ func (l *Loop) buildStatus(rc *cycleRun, fetched string, verif *status.Verificat
 	// Applied: every unit of the slice applied at the desired revision.
 	complete := rc.rev != nil && revision == l.desired && len(removed) == 0 && rc.held == nil
 	for _, u := range st.Units {
-		if u.AppliedRevision != revision {
+		// A suspended unit stays where it was on purpose: it does not
+		// hold the cluster's applied revision back.
+		if u.AppliedRevision != revision && !u.Suspended {
 			complete = false
 		}
 	}
@@ -86,6 +88,7 @@ func (us *unitState) status(name, hash string) status.UnitStatus {
 		Objects:          us.objects,
 		DriftCorrections: us.drift,
 		LastError:        us.lastError,
+		Suspended:        us.suspended,
 	}
 }
 

@@ -278,6 +278,19 @@ func (a *Application) AppDir() string {
 }
 
 // PruneEnabled reports spec.prune, default true.
+// SuspendedOn reports whether the application is suspended on a cluster
+// its policies (in precedence order, the matching ones) select: the last
+// policy that sets suspend decides, else spec.suspend.
+func (a *Application) SuspendedOn(policies []*SyncPolicy) bool {
+	s := a.Spec.Suspend
+	for _, p := range policies {
+		if p.Suspend != nil {
+			s = *p.Suspend
+		}
+	}
+	return s
+}
+
 func (a *Application) PruneEnabled() bool {
 	return a.Spec.Prune == nil || *a.Spec.Prune
 }

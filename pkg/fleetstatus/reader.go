@@ -116,6 +116,9 @@ type ClusterView struct {
 	// Progress is what the agent's running cycle was doing at its last
 	// heartbeat; nil when the document is a cycle's result.
 	Progress *status.Progress `json:"progress,omitempty"`
+	// SuspendedUnits are the units the agent leaves as they are because
+	// the fleet repo suspends them.
+	SuspendedUnits []string `json:"suspendedUnits,omitempty"`
 }
 
 // UnitFailure is a failing unit and why.
@@ -353,6 +356,9 @@ func clusterView(ctx context.Context, d *fleetData, c *fleet.Cluster, now time.T
 			reason, msg := status.UnitFailure(u)
 			cv.FailingUnits = append(cv.FailingUnits, UnitFailure{Unit: u.Name, Reason: reason, Message: msg})
 		}
+		if u.Suspended {
+			cv.SuspendedUnits = append(cv.SuspendedUnits, u.Name)
+		}
 	}
 	for _, j := range doc.Jobs {
 		cv.Jobs.Total++
@@ -388,6 +394,9 @@ func clusterView(ctx context.Context, d *fleetData, c *fleet.Cluster, now time.T
 		cv.State, cv.Reason = StatePruneHeld, status.PruneHeld(doc)
 	default:
 		cv.State, cv.Reason = inSync(ctx, d, name, doc, cv, diffs)
+	}
+	if len(cv.SuspendedUnits) > 0 && cv.Reason == "" {
+		cv.Reason = status.ReasonSuspended + ": " + strings.Join(cv.SuspendedUnits, ", ")
 	}
 	return cv
 }

@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 
 	"sync"
 	"time"
@@ -13,6 +16,7 @@ import (
 	"github.com/flotilla-gitops/flotilla/pkg/compile"
 	"github.com/flotilla-gitops/flotilla/pkg/fleet"
 	"github.com/flotilla-gitops/flotilla/pkg/gitrepo"
+	"github.com/flotilla-gitops/flotilla/pkg/plural"
 	"github.com/flotilla-gitops/flotilla/pkg/render"
 )
 
@@ -187,6 +191,7 @@ func Compute(ctx context.Context, opts Options) (*Plan, error) {
 		return nil, err
 	}
 	p.Notes = append(p.Notes, rolloutNotes(base.out, head.out)...)
+	p.Notes = append(p.Notes, suspendedNotes(head.out)...)
 	progress("rendered %d units", pl.rendered)
 	return p, nil
 }
@@ -204,6 +209,36 @@ func undeclaredNamespaces(base, head *compile.Output) []string {
 		if errors.Is(w, compile.ErrUndeclaredNamespace) && !had[w.Error()] {
 			out = append(out, "the apply will fail: "+w.Error())
 		}
+	}
+	return out
+}
+
+// suspendedText says what a suspended unit means for the plan's changes.
+const suspendedText = "the agent leaves this unit as it is (nothing applied or pruned) until it is unsuspended"
+
+// suspendedNotes name, per application unit, the clusters whose head
+// slice suspends it.
+func suspendedNotes(head *compile.Output) []string {
+	on := map[string][]string{}
+	for _, co := range head.Clusters {
+		for _, u := range co.Slice.Units {
+			if u.Suspend {
+				on[u.Name] = append(on[u.Name], co.Slice.Cluster)
+			}
+		}
+	}
+	var out []string
+	for _, name := range slices.Sorted(maps.Keys(on)) {
+		cls := on[name]
+		shown := cls
+		if len(shown) > maxNoteClusters {
+			shown = shown[:maxNoteClusters]
+		}
+		list := strings.Join(shown, ", ")
+		if len(cls) > len(shown) {
+			list += fmt.Sprintf(" and %d more", len(cls)-len(shown))
+		}
+		out = append(out, fmt.Sprintf("%s is Suspended on %s: %s.", name, plural.Count(len(cls), "cluster", "clusters")+" "+list, suspendedText))
 	}
 	return out
 }
