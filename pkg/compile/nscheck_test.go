@@ -62,16 +62,7 @@ func TestUndeclaredNamespaceWarning(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			files := map[string]string{}
-			for k, v := range base {
-				files[k] = v
-			}
-			for k, v := range tt.files {
-				files[k] = v
-			}
-			root := t.TempDir()
-			writeFiles(t, root, files)
-			out := compileRepo(t, root, compile.Options{})
+			out := compileFiles(t, base, tt.files)
 			var got []string
 			for _, w := range out.Warnings {
 				if errors.Is(w, compile.ErrUndeclaredNamespace) {
@@ -83,4 +74,14 @@ func TestUndeclaredNamespaceWarning(t *testing.T) {
 			}
 		})
 	}
+}
+
+// compileFiles compiles a repo of the union of layers (later ones win).
+func compileFiles(t *testing.T, layers ...map[string]string) *compile.Output {
+	t.Helper()
+	root := t.TempDir()
+	for _, files := range layers {
+		writeFiles(t, root, files)
+	}
+	return compileRepo(t, root, compile.Options{})
 }

@@ -4,7 +4,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/flotilla-gitops/flotilla/pkg/compile"
 	"github.com/flotilla-gitops/flotilla/pkg/slice"
 )
 
@@ -35,13 +34,7 @@ func TestSuspend(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			files := map[string]string{"apps/web/app.yaml": tt.app}
-			for k, v := range base {
-				files[k] = v
-			}
-			root := t.TempDir()
-			writeFiles(t, root, files)
-			out := compileRepo(t, root, compile.Options{})
+			out := compileFiles(t, base, map[string]string{"apps/web/app.yaml": tt.app})
 			for _, co := range out.Clusters {
 				var web *slice.Unit
 				for i := range co.Slice.Units {
