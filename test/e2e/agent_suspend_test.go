@@ -2,6 +2,7 @@ package e2e_test
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/flotilla-gitops/flotilla/pkg/fleetstatus"
 	"github.com/flotilla-gitops/flotilla/pkg/slice"
 	"github.com/flotilla-gitops/flotilla/pkg/status"
 )
@@ -68,6 +70,20 @@ func TestAgentSuspend(t *testing.T) {
 	if u.AppliedRevision != rev1 || ready == nil || ready.Reason != status.ReasonSuspended {
 		t.Errorf("suspended unit: applied %s, Ready %+v; want applied %s and reason %s", u.AppliedRevision, ready, rev1, status.ReasonSuspended)
 	}
+	// The status commit says so, and so does the hub's fleet view
+	// (`flotilla status`).
+	waitFor(t, 2*time.Minute, "flotilla status to show web Suspended", func() (bool, string) {
+		v, err := fleetstatus.Read(testCtx(t), fleetstatus.ReadOptions{Repo: srv.RepoPath(cluster), Branch: "main", Clusters: []string{cluster}})
+		if err != nil {
+			return false, err.Error()
+		}
+		if len(v.Clusters) != 1 {
+			return false, fmt.Sprint(len(v.Clusters), " clusters")
+		}
+		cv := v.Clusters[0]
+		return strings.Join(cv.SuspendedUnits, ",") == "web" && cv.Reason == "Suspended: web", fmt.Sprintf("%s %q %v", cv.State, cv.Reason, cv.SuspendedUnits)
+	})
+
 	// A hand edit while suspended is not corrected either.
 	editColor(t, k, ns, "red")
 	cycles := p.countLogs("cycle finished")
