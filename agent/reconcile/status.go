@@ -44,7 +44,13 @@ func (l *Loop) buildStatus(rc *cycleRun, fetched string, verif *status.Verificat
 			if us == nil {
 				continue
 			}
-			st.Units = append(st.Units, us.status(u.Name, u.Hash))
+			hash := u.Hash
+			if us.suspended {
+				// What the cluster runs, not what the slice asks for:
+				// a rollout gate must not take it as applied.
+				hash = ""
+			}
+			st.Units = append(st.Units, us.status(u.Name, hash))
 		}
 		l.unitsMu.Unlock()
 	}

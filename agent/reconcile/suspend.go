@@ -26,6 +26,7 @@ func (l *Loop) suspendUnit(ctx context.Context, rc *cycleRun, u slice.Unit, st *
 	ready := false
 	if chk, err := l.cfg.Applier.Check(ctx, u.Name, rc.obs); err == nil && chk.Exists {
 		st.objects = chk.ManagedObjects
+		st.hash = chk.Hash
 		if chk.Revision != "" {
 			st.appliedRevision = chk.Revision
 		}

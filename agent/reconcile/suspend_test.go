@@ -32,6 +32,7 @@ func TestLoopSuspendedUnit(t *testing.T) {
 		t.Fatal(err)
 	}
 	rev1 := st.AppliedRevision
+	hash1 := unitStatus(st, "a").Hash
 
 	// Suspended, with a change: a keeps 1, the dependent is applied.
 	rev2 := e.push([]unit{a("2", true), dependent("2")})
@@ -40,7 +41,7 @@ func TestLoopSuspendedUnit(t *testing.T) {
 		t.Fatal(err)
 	}
 	u := unitStatus(st, "a")
-	if u == nil || !u.Suspended || readyReason(u) != "True/"+status.ReasonSuspended || u.AppliedRevision != rev1 {
+	if u == nil || !u.Suspended || readyReason(u) != "True/"+status.ReasonSuspended || u.AppliedRevision != rev1 || u.Hash != hash1 {
 		t.Fatalf("suspended unit: %+v", u)
 	}
 	if v, _ := e.value("a"); v != "1" {
