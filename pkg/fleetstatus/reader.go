@@ -395,8 +395,15 @@ func clusterView(ctx context.Context, d *fleetData, c *fleet.Cluster, now time.T
 	default:
 		cv.State, cv.Reason = inSync(ctx, d, name, doc, cv, diffs)
 	}
-	if len(cv.SuspendedUnits) > 0 && cv.Reason == "" {
-		cv.Reason = status.ReasonSuspended + ": " + strings.Join(cv.SuspendedUnits, ", ")
+	// A suspended unit explains an InSync cluster's reason, and a Behind
+	// one's too: a change to a suspended unit alone moves no hash the
+	// agent reports, so its status is committed with the next heartbeat.
+	if len(cv.SuspendedUnits) > 0 && (cv.State == StateInSync || cv.State == StateBehind) {
+		reason := status.ReasonSuspended + ": " + strings.Join(cv.SuspendedUnits, ", ")
+		if cv.Reason != "" {
+			reason += "; " + cv.Reason
+		}
+		cv.Reason = reason
 	}
 	return cv
 }
