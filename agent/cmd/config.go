@@ -67,6 +67,7 @@ type options struct {
 	leaderElect   bool
 	leaseName     string
 	stateName     string
+	requestName   string
 	sopsAgeSecret string
 	leaseDuration time.Duration
 	renewDeadline time.Duration
@@ -131,6 +132,7 @@ func (o *options) bindFlags(f *pflag.FlagSet) {
 	f.StringVar(&o.identity, "identity", "", "this replica's identity in the Lease and in status (default: $POD_NAME, else hostname with a random suffix)")
 	f.StringVar(&o.sopsAgeSecret, "sops-age-secret", defaultSopsAgeSecret, "name of the Secret in --namespace whose key "+sopsAgeKey+" holds this cluster's age identity, used to decrypt SOPS-encrypted files; without it, units reading encrypted files fail with DecryptionFailed (\"\": never decrypt)")
 	f.StringVar(&o.stateName, "state-configmap", state.DefaultName, "name of the ConfigMap in --namespace holding the agent's trust state, shared by its replicas: the last accepted revision and strict verification's anchor")
+	f.StringVar(&o.requestName, "reconcile-request-configmap", defaultRequestConfigMap, "name of the ConfigMap in --namespace the agent watches for reconcile requests: each new value of its annotation "+AnnotationReconcileRequestedAt+" starts a cycle at once (\"\": do not watch)")
 
 	f.StringVar(&o.metricsAddr, "metrics-addr", ":8080", "address of the Prometheus /metrics endpoint (\"0\" disables it)")
 	f.StringVar(&o.healthAddr, "health-addr", ":9440", "address of the /healthz and /readyz probes (\"0\" disables it)")

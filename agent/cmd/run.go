@@ -207,6 +207,12 @@ func run(ctx context.Context, o *options, stderr io.Writer) (err error) {
 		return err
 	}
 
+	if o.requestName != "" {
+		if err := watchReconcileRequests(ctx, leaseCfg, o.namespace, o.requestName, loop, log); err != nil {
+			return fmt.Errorf("watch reconcile requests: %w", err)
+		}
+	}
+
 	var leading atomic.Bool
 	servers, err := startServers(o, m, loop, &leading, log)
 	if err != nil {

@@ -63,7 +63,8 @@
 // Run starts a cycle every Config.Interval (±Config.Jitter). Between
 // cycles it polls Git every Config.PollInterval (default: the interval); a
 // moved head starts a cycle at once, in which only changed (or drifted)
-// units are rendered and applied. While Git fails, those polls back off
+// units are rendered and applied. Trigger starts one at once too (the
+// agent calls it on a reconcile request, agent/cmd/trigger.go). While Git fails, those polls back off
 // exponentially with jitter up to the interval (cycles keep their pace). When its context ends, Run lets the
 // current cycle finish for up to Config.ShutdownGrace, then cancels it
 // (pkg/apply records new objects before creating them, so an interrupted
@@ -77,6 +78,13 @@
 // process stays Ready without reads; one whose readiness is unknown (after
 // a restart) or was not Ready is checked with Applier.CheckReady, polled
 // until its timeout when it sets wait.
+//
+// # Suspended units
+//
+// A unit the slice suspends (slice.Unit.Suspend) is neither rendered,
+// applied, pruned nor drift-corrected; its inventory and health are only
+// read, and status reports it Suspended (suspend.go). It does not hold
+// back the cluster's applied revision.
 //
 // Consumers' interfaces (Source, Applier, Discovery, Verifier, StatusSink)
 // live here; *gitrepo.Source and *apply.Applier implement theirs.

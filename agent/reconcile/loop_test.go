@@ -71,6 +71,7 @@ type unit struct {
 	wait      bool
 	// allowEmpty lets the unit render no objects (and then prune all).
 	allowEmpty bool
+	suspend    bool
 }
 
 // writeSlice writes the cluster's slice into dir, replacing the old one.
@@ -106,6 +107,9 @@ func writeSlice(t *testing.T, dir, clusterName string, units []unit) {
 		}
 		if u.allowEmpty {
 			b.WriteString("  allowEmpty: true\n")
+		}
+		if u.suspend {
+			b.WriteString("  suspend: true\n")
 		}
 	}
 	p := filepath.Join(dir, filepath.FromSlash(slice.SlicePath(clusterName)))

@@ -95,6 +95,7 @@ func (l *Loop) finishUnit(rc *cycleRun, u slice.Unit, st *unitState, o outcome) 
 // revision is the one a Ready unit applied.
 func (st *unitState) record(o outcome, r redactor, revision string) {
 	conds := &st.conditions
+	st.suspended = false
 	st.ready = o.ready()
 	if st.ready {
 		st.lastError = ""

@@ -44,7 +44,13 @@ func (l *Loop) buildStatus(rc *cycleRun, fetched string, verif *status.Verificat
 			if us == nil {
 				continue
 			}
-			st.Units = append(st.Units, us.status(u.Name, u.Hash))
+			hash := u.Hash
+			if us.suspended {
+				// What the cluster runs, not what the slice asks for:
+				// a rollout gate must not take it as applied.
+				hash = ""
+			}
+			st.Units = append(st.Units, us.status(u.Name, hash))
 		}
 		l.unitsMu.Unlock()
 	}
@@ -60,7 +66,9 @@ func (l *Loop) buildStatus(rc *cycleRun, fetched string, verif *status.Verificat
 	// Applied: every unit of the slice applied at the desired revision.
 	complete := rc.rev != nil && revision == l.desired && len(removed) == 0 && rc.held == nil
 	for _, u := range st.Units {
-		if u.AppliedRevision != revision {
+		// A suspended unit stays where it was on purpose: it does not
+		// hold the cluster's applied revision back.
+		if u.AppliedRevision != revision && !u.Suspended {
 			complete = false
 		}
 	}
@@ -86,6 +94,7 @@ func (us *unitState) status(name, hash string) status.UnitStatus {
 		Objects:          us.objects,
 		DriftCorrections: us.drift,
 		LastError:        us.lastError,
+		Suspended:        us.suspended,
 	}
 }
 

@@ -27,6 +27,8 @@ type unitState struct {
 	drift           int64
 	lastError       string
 	conditions      []metav1.Condition
+	// suspended: the slice suspends the unit (suspend.go).
+	suspended bool
 	// good is where the unit last rendered successfully, to restore drift
 	// while a newer revision of it fails to render.
 	good *goodSource
@@ -78,6 +80,12 @@ func (l *Loop) runUnits(ctx context.Context, rc *cycleRun) {
 		st := l.unitState(u.Name)
 		wg.Go(func() {
 			defer close(done[i])
+			if u.Suspend {
+				// Suspended: no render, apply or prune, so nothing to
+				// wait for.
+				ready[i] = l.suspendUnit(ctx, rc, u, st)
+				return
+			}
 			var blocked []string
 			for _, dep := range u.DependsOn {
 				j, ok := index[dep]

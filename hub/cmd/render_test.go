@@ -353,3 +353,19 @@ func TestRenderHelp(t *testing.T) {
 		t.Errorf("render -o yaml: exit %d, want %d", code, ExitError)
 	}
 }
+
+// TestRenderWarnsUndeclaredNamespace: an application moved to a namespace
+// no fleet declares renders, with a warning naming the file, line and
+// field and saying the apply will fail.
+func TestRenderWarnsUndeclaredNamespace(t *testing.T) {
+	repo := copyTree(t, templateDir)
+	editFile(t, filepath.Join(repo, "apps", "nginx", "app.yaml"), "  namespace: web\n", "  namespace: checkout\n")
+	stdout, stderr, code := runCLI(t, "render", "--repo", repo)
+	if code != ExitOK {
+		t.Fatalf("exit %d\nstdout: %s\nstderr: %s", code, stdout, stderr)
+	}
+	want := "apps/nginx/app.yaml:9: spec.namespace: namespace declared by no fleet: application nginx puts objects in namespace checkout"
+	if !strings.Contains(stderr, want) || !strings.Contains(stderr, "its apply will fail there") {
+		t.Errorf("stderr does not warn\n%s\nwant %s", stderr, want)
+	}
+}

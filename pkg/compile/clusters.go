@@ -75,6 +75,7 @@ func (c *compiler) compileClusters(clusters []*fleet.Cluster) ([]*ClusterOutput,
 			progress()
 			continue
 		}
+		c.checkNamespaces(d, objects)
 		work <- i
 	}
 	close(work)
@@ -193,6 +194,7 @@ func (c *compiler) draftCluster(cl *fleet.Cluster) *clusterDraft {
 			Namespace:  content.namespace,
 			Hash:       content.hash,
 			Inputs:     p.inputs,
+			Suspend:    a.SuspendedOn(policiesOf(matched)),
 		}
 		if p.kind == slice.UnitHelm {
 			release := a.Spec.Source.Helm.ReleaseName
@@ -254,6 +256,15 @@ func dedupeSorted(s []string) []string {
 		if v != out[len(out)-1] {
 			out = append(out, v)
 		}
+	}
+	return out
+}
+
+// policiesOf is the sync policies of plans, in their order.
+func policiesOf(plans []*policyPlan) []*fleet.SyncPolicy {
+	out := make([]*fleet.SyncPolicy, len(plans))
+	for i, pp := range plans {
+		out[i] = pp.policy
 	}
 	return out
 }

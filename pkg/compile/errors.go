@@ -15,6 +15,9 @@ var (
 	// declared differently by two fleets of a cluster; one workload divided
 	// by two replicaScheduling policies on a cluster).
 	ErrConflict = errors.New("conflicting declarations")
+	// ErrIncompletePiece: a Divided GlobalJob whose division leaves some
+	// cluster's piece without a replica of one of its tasks.
+	ErrIncompletePiece = errors.New("divided job piece without a task")
 	// ErrUnknownCluster: --cluster named a cluster the repo does not have.
 	ErrUnknownCluster = errors.New("unknown cluster")
 )

@@ -330,6 +330,7 @@ func (c *compiler) holdUnit(p *appPlan, cl *fleet.Cluster, u slice.Unit, content
 			}
 			ru := k.unit
 			ru.Path = u.Path
+			ru.Suspend = u.Suspend
 			if ru.Helm != nil {
 				helm := *ru.Helm
 				helm.Values = path.Join(u.Path, slice.ValuesFile)
@@ -379,6 +380,8 @@ func (c *compiler) holdUnit(p *appPlan, cl *fleet.Cluster, u slice.Unit, content
 	}
 	hu := *cu
 	hu.DependsOn = nil // recomputed from the current spec
+	// Suspending is break-glass: it reaches held waves at once.
+	hu.Suspend = u.Suspend
 	if rp.fresh && inSnapshots(cu.Inputs) {
 		// The rollout starts: what the cluster has now is what abort
 		// gives back.

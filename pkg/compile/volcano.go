@@ -33,8 +33,9 @@ import (
 // the sum of the tasks' minimums) scaled to the piece and rounded up
 // (placement.ScaleMin), at least 1, at least the sum of its tasks'
 // minimums and never above the piece's replicas; a task's minAvailable is
-// scaled the same way. Tasks left without replicas are dropped from the
-// piece (and from its tasks' dependsOn).
+// scaled the same way. A piece without some task (a parameter server, a
+// driver) could never do the job's work: that is an error suggesting
+// BestFit (ErrIncompletePiece).
 //
 // BestFit: the whole job goes to one cluster: the one it is already
 // rendered to (Options.Placed, read from the committed rendered/ by
@@ -143,6 +144,9 @@ func (c *compiler) planJob(j *fleet.GlobalJob) *jobPlan {
 				delete(p.pieces, cl)
 			}
 		}
+		if !c.wholeRoles(p) {
+			return nil
+		}
 	case fleet.GlobalJobPlacementBestFit:
 		cluster, ok := c.bestFit(p, dest)
 		if !ok {
@@ -161,6 +165,28 @@ func (c *compiler) planJob(j *fleet.GlobalJob) *jobPlan {
 		return nil
 	}
 	return p
+}
+
+// wholeRoles reports a Divided job whose pieces leave a cluster without
+// some task: each piece is a gang of its own, so a piece without its
+// parameter server or driver would start and never make progress.
+func (c *compiler) wholeRoles(p *jobPlan) bool {
+	ok := true
+	for _, cl := range sortedKeys(p.pieces) {
+		reps := p.pieces[cl]
+		for ti, t := range p.spec.Tasks {
+			if t.Replicas <= 0 || reps[ti] > 0 {
+				continue
+			}
+			ok = false
+			c.jobError(p.job, "spec.placement", ErrIncompletePiece,
+				"the piece on cluster %s has no replica of task %s (%d replicas divided over %d clusters); "+
+					"every piece of a Divided job runs as a gang of its own and needs every task: "+
+					"give task %s at least one replica per cluster, or use placement type %s to run the whole job on one cluster",
+				cl, t.Name, t.Replicas, len(p.pieces), t.Name, fleet.GlobalJobPlacementBestFit)
+		}
+	}
+	return ok
 }
 
 // bestFit chooses the BestFit cluster ("" with ok in validate-only mode

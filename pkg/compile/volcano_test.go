@@ -136,7 +136,7 @@ func TestDividedJobPieces(t *testing.T) {
 	}
 	for cluster, w := range map[string]want{
 		"member1": {7, map[string][2]int32{"driver": {1, 1}, "executor": {6, 6}}},
-		"member2": {4, map[string][2]int32{"executor": {4, 4}}},
+		"member2": {5, map[string][2]int32{"driver": {1, 1}, "executor": {4, 4}}},
 	} {
 		j := renderedJob(t, root, out, cluster, "job-spark")
 		if j.Spec.MinAvailable != w.min || len(j.Spec.Tasks) != len(w.tasks) {
@@ -159,6 +159,40 @@ func TestDividedJobPieces(t *testing.T) {
 	}
 }
 
+// TestDividedJobWithoutWholeRole: a division that leaves a cluster's piece
+// without one of the job's tasks is an error that names the cluster and
+// the task and suggests BestFit.
+func TestDividedJobWithoutWholeRole(t *testing.T) {
+	root := writeArchive(t, filepath.Join("testdata", "fixtures", "volcano-jobs.txtar"))
+	p := filepath.Join(root, "jobs", "spark.yaml")
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// One driver divided 3:2: member2's piece would be executors alone.
+	s := strings.Replace(string(b), "replicas: 2", "replicas: 1", 1)
+	s = strings.Replace(s, "minAvailable: 12", "minAvailable: 11", 1)
+	if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	repo, err := fleet.Load(context.Background(), root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, validate := range []bool{false, true} {
+		_, err = compile.Compile(context.Background(), repo, compile.Options{ValidateOnly: validate, Capacity: capacities{"member1": gpus("8"), "member2": gpus("8")}})
+		if !errors.Is(err, compile.ErrIncompletePiece) {
+			t.Fatalf("Compile(ValidateOnly=%v) error = %v, want ErrIncompletePiece", validate, err)
+		}
+		want := "jobs/spark.yaml:1: spec.placement: divided job piece without a task: job spark: the piece on cluster member2 has no replica of task driver " +
+			"(1 replicas divided over 2 clusters); every piece of a Divided job runs as a gang of its own and needs every task: " +
+			"give task driver at least one replica per cluster, or use placement type BestFit to run the whole job on one cluster"
+		if !strings.Contains(err.Error(), want) {
+			t.Fatalf("Compile() error =\n%v\nwant it to contain\n%s", err, want)
+		}
+	}
+}
+
 func TestDividedJobSkipsEmptyPieces(t *testing.T) {
 	root := writeArchive(t, filepath.Join("testdata", "fixtures", "volcano-jobs.txtar"))
 	p := filepath.Join(root, "jobs", "spark.yaml")
@@ -176,8 +210,8 @@ func TestDividedJobSkipsEmptyPieces(t *testing.T) {
 	if strings.Contains(strings.Join(units["member2"], " "), "job-spark") {
 		t.Fatalf("member2 got a spark piece with no replicas: %v", units)
 	}
-	if j := renderedJob(t, root, out, "member1", "job-spark"); j.Spec.MinAvailable != 11 {
-		t.Fatalf("member1 piece minAvailable %d, want 11", j.Spec.MinAvailable)
+	if j := renderedJob(t, root, out, "member1", "job-spark"); j.Spec.MinAvailable != 12 {
+		t.Fatalf("member1 piece minAvailable %d, want 12", j.Spec.MinAvailable)
 	}
 }
 

@@ -28,20 +28,27 @@ func (d *document) decodeStrict(n *yaml.Node, path string, out any) bool {
 		d.explain(n, reflect.TypeOf(out).Elem(), path, err)
 		return true
 	}
-	d.addStrict(path, strict)
+	d.addStrict(path, reflect.TypeOf(out).Elem(), strict)
 	return true
 }
 
-func (d *document) addStrict(path string, strict []error) {
+// addStrict reports the unknown fields of a subtree of type t found at
+// path.
+func (d *document) addStrict(path string, t reflect.Type, strict []error) {
 	for _, e := range strict {
 		var fe kjson.FieldError
 		field := path
+		detail := unknownFieldDetail
 		if errors.As(e, &fe) {
-			field = joinPath(path, fe.FieldPath())
+			rel := fe.FieldPath()
+			field = joinPath(path, rel)
+			detail += didYouMean(fieldsAt(t, rel), lastSegment(rel))
 		}
-		d.errorf(field, ErrUnknownField, "not a field of this kind")
+		d.errorf(field, ErrUnknownField, "%s", detail)
 	}
 }
+
+const unknownFieldDetail = "not a field of this kind"
 
 var jsonUnmarshalerType = reflect.TypeOf((*json.Unmarshaler)(nil)).Elem()
 
@@ -62,7 +69,7 @@ func (d *document) explain(n *yaml.Node, t reflect.Type, path string, err error)
 		for _, p := range d.mappingPairs(n, path) {
 			ft, ok := fields[p.key]
 			if !ok {
-				d.add(p.keyN.Line, joinPath(path, p.key), ErrUnknownField, "not a field of this kind")
+				d.add(p.keyN.Line, joinPath(path, p.key), ErrUnknownField, "%s", unknownFieldDetail+didYouMean(fields, p.key))
 				continue
 			}
 			d.explainChild(p.value, ft, joinPath(path, p.key))
@@ -91,7 +98,7 @@ func (d *document) explainChild(n *yaml.Node, t reflect.Type, path string) {
 		d.explain(n, t, path, err)
 		return
 	}
-	d.addStrict(path, strict)
+	d.addStrict(path, t, strict)
 }
 
 func describeDecodeError(err error, n *yaml.Node) string {

@@ -163,7 +163,7 @@ func TestLoadErrors(t *testing.T) {
 			changes: map[string]string{"apps/web/app.yaml": app(manifestsSource + "  syncPolicies:\n    - destination:\n        fleet: prod\n        clusters: [member1]\n")},
 			want:    "apps/web/app.yaml:10: spec.syncPolicies[0].destination",
 			class:   ErrInvalidValue,
-			detail:  "only one of fleet, selector or clusters",
+			detail:  "set it without fleet or selector",
 		},
 		{
 			name:    "duplicate name",

@@ -147,22 +147,36 @@ func (r *Repo) scanMembers(f *Fleet, byName map[string]*Cluster) []*Cluster {
 }
 
 // Resolve returns the clusters a destination selects, sorted by name, each
-// once: a fleet's members, the clusters a label selector matches, or the
-// named clusters that exist. An invalid selector or a missing fleet selects
+// once: a fleet's members (only those its label selector matches when one
+// is set too), the clusters a label selector matches, or the named
+// clusters that exist. An invalid selector or a missing fleet selects
 // nothing (Load reports those).
 func (r *Repo) Resolve(d Destination) []*Cluster {
-	var out []*Cluster
-	if d.Fleet != "" {
-		out = append(out, r.Members(r.Fleet(d.Fleet))...)
+	var byName map[string]*Cluster
+	if idx := r.fresh(); idx != nil {
+		byName = idx.clusters
 	}
-	if d.Selector != nil || len(d.Clusters) > 0 {
-		var byName map[string]*Cluster
-		if idx := r.fresh(); idx != nil {
-			byName = idx.clusters
+	if d.Fleet == "" {
+		if d.Selector == nil && len(d.Clusters) == 0 {
+			return nil
 		}
-		out = append(out, r.pick(d.Clusters, d.Selector, byName)...)
+		return r.pick(d.Clusters, d.Selector, byName)
 	}
-	return uniqueSorted(out)
+	members := r.Members(r.Fleet(d.Fleet))
+	if d.Selector == nil {
+		return members
+	}
+	matched := map[*Cluster]bool{}
+	for _, c := range r.matching(d.Selector) {
+		matched[c] = true
+	}
+	var out []*Cluster
+	for _, c := range members {
+		if matched[c] {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // FleetsOf returns the fleets the cluster is a member of, sorted by name.
@@ -264,6 +278,19 @@ func (a *Application) AppDir() string {
 }
 
 // PruneEnabled reports spec.prune, default true.
+// SuspendedOn reports whether the application is suspended on a cluster
+// its policies (in precedence order, the matching ones) select: the last
+// policy that sets suspend decides, else spec.suspend.
+func (a *Application) SuspendedOn(policies []*SyncPolicy) bool {
+	s := a.Spec.Suspend
+	for _, p := range policies {
+		if p.Suspend != nil {
+			s = *p.Suspend
+		}
+	}
+	return s
+}
+
 func (a *Application) PruneEnabled() bool {
 	return a.Spec.Prune == nil || *a.Spec.Prune
 }

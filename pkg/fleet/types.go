@@ -172,6 +172,10 @@ type ApplicationSpec struct {
 	SyncPolicies []SyncPolicy `json:"syncPolicies"`
 	// Rollout overrides the rollout of the destinations' fleets.
 	Rollout *Rollout `json:"rollout,omitempty"`
+	// Suspend stops the agents applying and pruning the application: its
+	// objects stay as they are until it is unsuspended. A sync policy's
+	// suspend overrides it on that destination's clusters.
+	Suspend bool `json:"suspend,omitempty"`
 }
 
 // AppSource has exactly one of Kustomize, Manifests or Helm. Paths are
@@ -228,9 +232,14 @@ type SyncPolicy struct {
 	// ReplicaScheduling divides a workload's replicas across the
 	// destination's clusters (Karmada's Divided/Weighted).
 	ReplicaScheduling *ReplicaScheduling `json:"replicaScheduling,omitempty"`
+	// Suspend, when set, replaces the application's suspend on the
+	// destination's clusters (by the precedence of sync policies).
+	Suspend *bool `json:"suspend,omitempty"`
 }
 
-// Destination selects clusters by fleet, labels or names; exactly one is set.
+// Destination selects clusters by fleet, labels or names: one of them, or
+// a fleet and a selector together, which selects the fleet's members the
+// selector matches.
 type Destination struct {
 	Fleet    string                `json:"fleet,omitempty"`
 	Selector *metav1.LabelSelector `json:"selector,omitempty"`

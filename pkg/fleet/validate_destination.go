@@ -7,22 +7,15 @@ import (
 // destination checks one destination and returns the clusters it selects;
 // ok is false when it is invalid.
 func (v *validator) destination(d *document, field string, dest Destination) ([]*Cluster, bool) {
-	set := 0
-	if dest.Fleet != "" {
-		set++
-	}
-	if dest.Selector != nil {
-		set++
-	}
-	if len(dest.Clusters) > 0 {
-		set++
-	}
+	// A fleet may be narrowed by a selector (the clusters of the fleet the
+	// selector matches, as Kurator users write it); otherwise exactly one
+	// of fleet, selector and clusters is set.
 	switch {
-	case set == 0:
+	case dest.Fleet == "" && dest.Selector == nil && len(dest.Clusters) == 0:
 		d.errorf(field, ErrRequired, "set one of fleet, selector or clusters")
 		return nil, false
-	case set > 1:
-		d.errorf(field, ErrInvalidValue, "set only one of fleet, selector or clusters")
+	case len(dest.Clusters) > 0 && (dest.Fleet != "" || dest.Selector != nil):
+		d.errorf(field, ErrInvalidValue, "clusters names the clusters itself; set it without fleet or selector")
 		return nil, false
 	}
 	switch {
@@ -34,9 +27,15 @@ func (v *validator) destination(d *document, field string, dest Destination) ([]
 			}
 			return nil, false
 		}
-		cs := v.r.Members(f)
-		if len(cs) == 0 {
+		if dest.Selector != nil && !checkSelector(d, field+".selector", dest.Selector) {
+			return nil, false
+		}
+		cs := v.r.Resolve(dest)
+		switch {
+		case len(v.r.Members(f)) == 0:
 			v.warnf(d, field+".fleet", ErrNoMatch, "fleet %s has no member", dest.Fleet)
+		case len(cs) == 0:
+			v.warnf(d, field+".selector", ErrNoMatch, "the selector matches no member of fleet %s", dest.Fleet)
 		}
 		return cs, true
 	case dest.Selector != nil:

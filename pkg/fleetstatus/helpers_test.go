@@ -119,3 +119,36 @@ func pushProductionFleet(t testing.TB, srv *gitserver.Server, url string, cluste
 	}
 	return "main@sha1:" + res.Hash
 }
+
+// publishedFleet publishes, for each of clusters, readyDoc at the
+// production fleet's revision as changed by change (nil: as is), and reads
+// the fleet's view at t0.
+func publishedFleet(t *testing.T, clusters []string, change func(cluster string, doc *status.ClusterStatus)) *View {
+	t.Helper()
+	ctx := context.Background()
+	srv := gitserver.Start(t, gitserver.ForgeConfig(clusters...))
+	url, err := srv.CreateRepo("fleet", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rev := pushProductionFleet(t, srv, url, clusters)
+	for _, c := range clusters {
+		doc := readyDoc(c, rev)
+		if change != nil {
+			change(c, doc)
+		}
+		w, err := status.NewWriter(status.WriterOptions{Cluster: c, URL: url, Auth: agentAuth(srv, c),
+			HeartbeatInterval: 30 * time.Second, Now: func() time.Time { return t0 }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Publish(ctx, doc); err != nil {
+			t.Fatalf("publish %s: %v", c, err)
+		}
+	}
+	v, err := Read(ctx, ReadOptions{Repo: srv.RepoPath("fleet"), Now: func() time.Time { return t0 }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}

@@ -198,6 +198,13 @@ func writeDetails(b *bytes.Buffer, v *View, bullet string, code func(string) str
 		}
 	}
 	section(b, "Failing units", bullet, failing)
+	var suspended []string
+	for _, c := range v.Clusters {
+		for _, u := range c.SuspendedUnits {
+			suspended = append(suspended, code(c.Name+"/"+u)+": Suspended (not applied or pruned until unsuspended in the fleet repo)")
+		}
+	}
+	section(b, "Suspended units", bullet, suspended)
 	var running []string
 	for _, c := range v.Clusters {
 		if c.Progress != nil {

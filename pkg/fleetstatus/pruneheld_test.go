@@ -2,33 +2,21 @@ package fleetstatus
 
 import (
 	"bytes"
-	"context"
 	"strings"
 	"testing"
-	"time"
 
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/flotilla-gitops/flotilla/pkg/status"
-	"github.com/flotilla-gitops/flotilla/test/gitserver"
 )
 
 // An empty slice deletes the whole cluster no more: the agent holds the
 // prune and says so, and `flotilla status` shows the cluster PruneHeld with
 // the agent's counts and unit names, fleet-wide, next to a healthy one.
 func TestStatusShowsPruneHeld(t *testing.T) {
-	ctx := context.Background()
-	clusters := []string{"member1", "member2"}
-	srv := gitserver.Start(t, gitserver.ForgeConfig(clusters...))
-	url, err := srv.CreateRepo("fleet", "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	rev := pushProductionFleet(t, srv, url, clusters)
 	const held = "3 of 3 managed units left the slice and are not pruned: web, api, db"
-	for _, c := range clusters {
-		doc := readyDoc(c, rev)
+	v := publishedFleet(t, []string{"member1", "member2"}, func(c string, doc *status.ClusterStatus) {
 		if c == "member2" {
 			// What the agent writes while it holds a prune.
 			apimeta.SetStatusCondition(&doc.Conditions, metav1.Condition{Type: status.ConditionPruneHeld, Status: metav1.ConditionTrue,
@@ -36,19 +24,7 @@ func TestStatusShowsPruneHeld(t *testing.T) {
 			apimeta.SetStatusCondition(&doc.Conditions, metav1.Condition{Type: status.ConditionReady, Status: metav1.ConditionFalse,
 				Reason: status.ReasonAwaitingDecommission, Message: "units that left the slice are held", LastTransitionTime: metav1.NewTime(t0)})
 		}
-		w, err := status.NewWriter(status.WriterOptions{Cluster: c, URL: url, Auth: agentAuth(srv, c),
-			HeartbeatInterval: 30 * time.Second, Now: func() time.Time { return t0 }})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := w.Publish(ctx, doc); err != nil {
-			t.Fatalf("publish %s: %v", c, err)
-		}
-	}
-	v, err := Read(ctx, ReadOptions{Repo: srv.RepoPath("fleet"), Now: func() time.Time { return t0 }})
-	if err != nil {
-		t.Fatal(err)
-	}
+	})
 	got := map[string]ClusterView{}
 	for _, c := range v.Clusters {
 		got[c.Name] = c

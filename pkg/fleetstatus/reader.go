@@ -116,6 +116,9 @@ type ClusterView struct {
 	// Progress is what the agent's running cycle was doing at its last
 	// heartbeat; nil when the document is a cycle's result.
 	Progress *status.Progress `json:"progress,omitempty"`
+	// SuspendedUnits are the units the agent leaves as they are because
+	// the fleet repo suspends them.
+	SuspendedUnits []string `json:"suspendedUnits,omitempty"`
 }
 
 // UnitFailure is a failing unit and why.
@@ -357,6 +360,9 @@ func clusterView(ctx context.Context, d *fleetData, c *fleet.Cluster, now time.T
 			reason, msg := status.UnitFailure(u)
 			cv.FailingUnits = append(cv.FailingUnits, UnitFailure{Unit: u.Name, Reason: reason, Message: msg})
 		}
+		if u.Suspended {
+			cv.SuspendedUnits = append(cv.SuspendedUnits, u.Name)
+		}
 	}
 	for _, j := range doc.Jobs {
 		cv.Jobs.Total++
@@ -392,6 +398,16 @@ func clusterView(ctx context.Context, d *fleetData, c *fleet.Cluster, now time.T
 		cv.State, cv.Reason = StatePruneHeld, status.PruneHeld(doc)
 	default:
 		cv.State, cv.Reason = inSync(ctx, d, name, doc, cv, diffs)
+	}
+	// A suspended unit explains an InSync cluster's reason, and a Behind
+	// one's too: a change to a suspended unit alone moves no hash the
+	// agent reports, so its status is committed with the next heartbeat.
+	if len(cv.SuspendedUnits) > 0 && (cv.State == StateInSync || cv.State == StateBehind) {
+		reason := status.ReasonSuspended + ": " + strings.Join(cv.SuspendedUnits, ", ")
+		if cv.Reason != "" {
+			reason += "; " + cv.Reason
+		}
+		cv.Reason = reason
 	}
 	return cv
 }

@@ -142,7 +142,7 @@ var mapped = map[string][]string{
 var reasons = map[string]string{
 	"interval":           "agents reconcile on their own poll interval",
 	"retryInterval":      "agents retry on their own poll interval",
-	"suspend":            "Flotilla has no suspend; remove the application from the fleet repo to stop it",
+	"suspend":            "not carried over: to keep it suspended, set suspend: true on the Flotilla application or its sync policy",
 	"timeout":            "a source fetch timeout has no meaning: sources are vendored in the fleet repo",
 	"install":            "Helm install/upgrade/rollback/uninstall actions and remediation: charts are rendered with helm template and applied server-side",
 	"upgrade":            "Helm install/upgrade/rollback/uninstall actions and remediation: charts are rendered with helm template and applied server-side",

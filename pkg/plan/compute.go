@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 
 	"sync"
 	"time"
@@ -13,6 +16,7 @@ import (
 	"github.com/flotilla-gitops/flotilla/pkg/compile"
 	"github.com/flotilla-gitops/flotilla/pkg/fleet"
 	"github.com/flotilla-gitops/flotilla/pkg/gitrepo"
+	"github.com/flotilla-gitops/flotilla/pkg/plural"
 	"github.com/flotilla-gitops/flotilla/pkg/render"
 )
 
@@ -162,6 +166,7 @@ func Compute(ctx context.Context, opts Options) (*Plan, error) {
 		return nil, err
 	}
 	p.Warnings = append(p.Warnings, joinWarnings(base.warnings, head.warnings)...)
+	p.Warnings = append(p.Warnings, undeclaredNamespaces(base.out, head.out)...)
 	progress("compiled %d and %d clusters", len(base.out.Clusters), len(head.out.Clusters))
 	if w, err := staleness(ctx, head, repoDir); err != nil {
 		return nil, err
@@ -186,8 +191,56 @@ func Compute(ctx context.Context, opts Options) (*Plan, error) {
 		return nil, err
 	}
 	p.Notes = append(p.Notes, rolloutNotes(base.out, head.out)...)
+	p.Notes = append(p.Notes, suspendedNotes(head.out)...)
 	progress("rendered %d units", pl.rendered)
 	return p, nil
+}
+
+// undeclaredNamespaces are head's warnings of a namespace nothing creates
+// on a cluster (the agent's apply will fail there) that base does not
+// have: the ones this change brings. render and validate report them all.
+func undeclaredNamespaces(base, head *compile.Output) []string {
+	had := map[string]bool{}
+	for _, w := range base.Warnings {
+		had[w.Error()] = true
+	}
+	var out []string
+	for _, w := range head.Warnings {
+		if errors.Is(w, compile.ErrUndeclaredNamespace) && !had[w.Error()] {
+			out = append(out, "the apply will fail: "+w.Error())
+		}
+	}
+	return out
+}
+
+// suspendedText says what a suspended unit means for the plan's changes.
+const suspendedText = "the agent leaves this unit as it is (nothing applied or pruned) until it is unsuspended"
+
+// suspendedNotes name, per application unit, the clusters whose head
+// slice suspends it.
+func suspendedNotes(head *compile.Output) []string {
+	on := map[string][]string{}
+	for _, co := range head.Clusters {
+		for _, u := range co.Slice.Units {
+			if u.Suspend {
+				on[u.Name] = append(on[u.Name], co.Slice.Cluster)
+			}
+		}
+	}
+	var out []string
+	for _, name := range slices.Sorted(maps.Keys(on)) {
+		cls := on[name]
+		shown := cls
+		if len(shown) > maxNoteClusters {
+			shown = shown[:maxNoteClusters]
+		}
+		list := strings.Join(shown, ", ")
+		if len(cls) > len(shown) {
+			list += fmt.Sprintf(" and %d more", len(cls)-len(shown))
+		}
+		out = append(out, fmt.Sprintf("%s is Suspended on %s: %s.", name, plural.Count(len(cls), "cluster", "clusters")+" "+list, suspendedText))
+	}
+	return out
 }
 
 func short(h string) string {

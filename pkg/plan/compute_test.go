@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -449,5 +450,71 @@ func TestSOPSSecretInPlan(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestUndeclaredNamespace: a change that sends an application to a
+// namespace nothing creates on its clusters makes the plan say that the
+// apply will fail there, naming the file and line.
+func TestUndeclaredNamespace(t *testing.T) {
+	r := newTestRepo(t, smallFleet)
+	r.write(map[string]string{"apps/web/app.yaml": strings.Replace(smallFleet["apps/web/app.yaml"], "namespace: web", "namespace: shop", 1)})
+	p := r.plan(plan.Options{})
+	want := "the apply will fail: apps/web/app.yaml:9: spec.namespace: namespace declared by no fleet: application web puts objects in namespace shop"
+	var found []string
+	for _, w := range p.Warnings {
+		if strings.HasPrefix(w, want) {
+			found = append(found, w)
+		}
+	}
+	if len(found) != 1 || !strings.HasSuffix(found[0], "(clusters c1, c2)") {
+		t.Fatalf("warnings %q, want one starting %q for clusters c1, c2", p.Warnings, want)
+	}
+	var text strings.Builder
+	if err := plan.WriteText(&text, p, false); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(text.String(), want) {
+		t.Errorf("text plan does not say it:\n%s", text.String())
+	}
+	// Declared by the fleet: nothing to say.
+	r.write(map[string]string{"fleets/a.yaml": smallFleet["fleets/a.yaml"] + "  namespaces: [{name: shop}]\n"})
+	for _, w := range r.plan(plan.Options{}).Warnings {
+		if strings.Contains(w, "apply will fail") {
+			t.Errorf("warning %q after the fleet declares the namespace", w)
+		}
+	}
+}
+
+// TestSuspendedInPlan: suspending an application shows as a settings
+// change of its units, marks them Suspended, and a note names the
+// clusters; a change to a suspended application is still shown, marked.
+func TestSuspendedInPlan(t *testing.T) {
+	r := newTestRepo(t, smallFleet)
+	r.write(map[string]string{"apps/web/app.yaml": strings.Replace(smallFleet["apps/web/app.yaml"], "  namespace: web\n", "  namespace: web\n  suspend: true\n", 1)})
+	r.render()
+	r.commit("suspend web")
+	p := r.plan(plan.Options{Base: "HEAD~1", Head: "HEAD"})
+	if clusterNames(p) != "c1,c2" {
+		t.Fatalf("clusters %s, want c1,c2", clusterNames(p))
+	}
+	for _, cp := range p.Clusters {
+		if len(cp.Units) != 1 || !cp.Units[0].Suspended || strings.Join(cp.Units[0].Settings, ";") != "suspend: false → true" {
+			t.Errorf("%s: units %+v, want web suspended with the settings change", cp.Name, cp.Units)
+		}
+	}
+	note := "web is Suspended on 2 clusters c1, c2: the agent leaves this unit as it is (nothing applied or pruned) until it is unsuspended."
+	if !slices.Contains(p.Notes, note) {
+		t.Errorf("notes %q, want %q", p.Notes, note)
+	}
+	// A change while suspended: shown, and marked.
+	r.write(map[string]string{"apps/web/manifests/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: web\ndata:\n  color: green\n"})
+	p = r.plan(plan.Options{Base: "HEAD"})
+	var text strings.Builder
+	if err := plan.WriteText(&text, p, false); err != nil {
+		t.Fatal(err)
+	}
+	if p.Summary.ObjectsChanged != 2 || !strings.Contains(text.String(), "Suspended: the agent leaves this unit as it is") || !strings.Contains(text.String(), "+  color: green") {
+		t.Errorf("summary %+v; text:\n%s", p.Summary, text.String())
 	}
 }

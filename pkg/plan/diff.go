@@ -176,6 +176,7 @@ func (pl *planner) unit(cluster string, up *unitPair) (*UnitPlan, error) {
 		u.Change, u.Kind, u.BaseHash, u.HeadHash = Changed, string(up.head.Kind), up.base.Hash, up.head.Hash
 		u.Settings = settingsDiff(up.base, up.head)
 	}
+	u.Suspended = up.head != nil && up.head.Suspend
 	if up.baseJob == nil && up.headJob == nil {
 		// Same hash: only settings can differ.
 		if len(u.Settings) == 0 {
@@ -252,6 +253,7 @@ func settingsDiff(b, h *slice.Unit) []string {
 	add("allowEmpty", b.AllowEmpty, h.AllowEmpty)
 	add("wait", b.Wait, h.Wait)
 	add("timeout", b.Timeout.Duration, h.Timeout.Duration)
+	add("suspend", b.Suspend, h.Suspend)
 	if b.Helm != nil && h.Helm != nil {
 		add("helm.chart", b.Helm.Chart, h.Helm.Chart)
 		add("helm.releaseName", b.Helm.ReleaseName, h.Helm.ReleaseName)

@@ -157,6 +157,9 @@ func WriteText(w io.Writer, p *Plan, color bool) error {
 			for _, s := range u.Settings {
 				fmt.Fprintf(bw, "      %s\n", s)
 			}
+			if u.Suspended {
+				fmt.Fprintf(bw, "      %s %s\n", c.paint(ansiYellow, "Suspended:"), suspendedText)
+			}
 			if u.Error != "" {
 				fmt.Fprintf(bw, "      %s %s\n", c.paint(ansiRed, "render failed at head:"), u.Error)
 			}

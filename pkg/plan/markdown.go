@@ -211,6 +211,7 @@ func groupClusters(cs []ClusterPlan) [][]*ClusterPlan {
 // changes.
 type shownUnit struct {
 	Name, Kind, Change, Error, BaseError string
+	Suspended                            bool
 	Settings                             []string
 	Objects                              []string
 	Hooks                                []string
@@ -219,7 +220,7 @@ type shownUnit struct {
 func shownUnits(us []UnitPlan) []shownUnit {
 	out := make([]shownUnit, len(us))
 	for i, u := range us {
-		su := shownUnit{Name: u.Name, Kind: u.Kind, Change: string(u.Change), Error: u.Error, BaseError: u.BaseError, Settings: u.Settings}
+		su := shownUnit{Name: u.Name, Kind: u.Kind, Change: string(u.Change), Error: u.Error, BaseError: u.BaseError, Suspended: u.Suspended, Settings: u.Settings}
 		for _, o := range u.Objects {
 			su.Objects = append(su.Objects, string(o.Change)+" "+o.APIVersion+" "+o.ID()+"\n"+o.Diff)
 		}
@@ -280,6 +281,9 @@ func clusterSection(g []*ClusterPlan, diffs bool) string {
 		fmt.Fprintf(&b, "\n**%s unit `%s`** (%s)\n", changeMark(u.Change), u.Name, u.Kind)
 		for _, s := range u.Settings {
 			fmt.Fprintf(&b, "- %s\n", mdText(s))
+		}
+		if u.Suspended {
+			fmt.Fprintf(&b, "- **Suspended:** %s\n", mdText(suspendedText))
 		}
 		if u.Error != "" {
 			b.WriteString("\n:x: render failed at head:\n\n" + codeBlock("text", u.Error))

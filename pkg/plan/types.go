@@ -146,6 +146,9 @@ type UnitPlan struct {
 	// BaseError is set when the unit failed to render at base; every head
 	// object then counts as added.
 	BaseError string `json:"baseError,omitempty"`
+	// Suspended: the head slice suspends the unit; the agent applies none
+	// of these changes (and prunes nothing) until it is unsuspended.
+	Suspended bool `json:"suspended,omitempty"`
 }
 
 // ObjectPlan is one object's change.

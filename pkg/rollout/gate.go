@@ -79,6 +79,8 @@ func Observe(cluster, unit, want string, doc *status.ClusterStatus, note string)
 	switch {
 	case us == nil:
 		cp.Reason = "the agent has not reported unit " + unit
+	case us.Suspended:
+		cp.Reason = "suspended on this cluster: the agent does not apply it"
 	case us.Hash != want:
 		cp.Reason = fmt.Sprintf("the agent reports %s, not the released %s", shortHash(us.Hash), shortHash(want))
 	case status.UnitFailing(*us):

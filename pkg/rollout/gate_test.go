@@ -45,6 +45,8 @@ func TestEvaluate(t *testing.T) {
 		{name: "still baking", released: 1, docs: map[string]*status.ClusterStatus{"a": doc(readyFor(time.Minute))}, release: 1, blocked: "wave canary is baking: a (Ready for 1m0s of 10m0s)"},
 		{name: "no status", released: 1, release: 1, blocked: "wave canary is not Ready: a Pending: no status reported"},
 		{name: "old revision", released: 1, docs: map[string]*status.ClusterStatus{"a": doc(status.UnitStatus{Name: "web", Hash: "sha256:old"})}, release: 1, blocked: "a Pending: the agent reports old, not the released new"},
+		{name: "suspended", released: 1, docs: map[string]*status.ClusterStatus{"a": doc(status.UnitStatus{Name: "web", Suspended: true, Conditions: readyFor(time.Hour).Conditions})}, release: 1,
+			blocked: "wave canary is not Ready: a Pending: suspended on this cluster: the agent does not apply it"},
 		{name: "failed", released: 1, docs: map[string]*status.ClusterStatus{"a": doc(failed())}, release: 1, blocked: "wave canary has 1 Failed cluster(s), more than maxFailures 0: a (ApplyFailed: admission denied)"},
 		{name: "failures within maxFailures", released: 3, docs: map[string]*status.ClusterStatus{"b": doc(failed()), "c": doc(readyFor(time.Hour))}, release: 4, phases: "a=Ready b=Failed c=Ready d=Held"},
 		{name: "applied, not ready", released: 3, docs: map[string]*status.ClusterStatus{"b": doc(status.UnitStatus{Name: "web", Hash: "sha256:new"}), "c": doc(readyFor(time.Hour))}, release: 3, blocked: "b Applied: applied, not Ready yet"},

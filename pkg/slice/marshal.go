@@ -132,6 +132,9 @@ func Marshal(s *Slice) []byte {
 		}
 		b.WriteString("\n  wait: ")
 		b.WriteString(strconv.FormatBool(u.Wait))
+		if u.Suspend {
+			b.WriteString("\n  suspend: true")
+		}
 		b.WriteString("\n  timeout: ")
 		b.WriteString(QuoteScalar(u.Timeout.Duration.String()))
 		if u.Namespace != "" {

@@ -91,6 +91,10 @@ type Unit struct {
 	AllowEmpty bool            `json:"allowEmpty,omitempty"`
 	Wait       bool            `json:"wait"`
 	Timeout    metav1.Duration `json:"timeout"`
+	// Suspend tells the agent to leave the unit as it is: neither applied
+	// nor pruned, nor its drift corrected, and reported Suspended, until a
+	// slice without it.
+	Suspend bool `json:"suspend,omitempty"`
 	// Namespace is the namespace of every namespaced object of the unit
 	// (and the Helm release namespace), empty to keep the source's.
 	Namespace string `json:"namespace,omitempty"`

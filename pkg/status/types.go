@@ -59,6 +59,9 @@ const (
 	// ReasonConflict: an object of the unit belongs to another unit that
 	// still renders it; it was not taken over, the rest was applied.
 	ReasonConflict = "Conflict"
+	// ReasonSuspended: the unit is suspended in the fleet repo; the agent
+	// neither applies nor prunes it (UnitStatus.Suspended).
+	ReasonSuspended = "Suspended"
 )
 
 // RefFor is the status ref of a cluster.
@@ -176,6 +179,9 @@ type UnitStatus struct {
 	// them in the cluster, since the agent started.
 	DriftCorrections int64  `json:"driftCorrections,omitempty"`
 	LastError        string `json:"lastError,omitempty"`
+	// Suspended: the slice suspends the unit; its objects are left as
+	// they were at AppliedRevision (not applied, pruned or corrected).
+	Suspended bool `json:"suspended,omitempty"`
 }
 
 // JobStatus is a Volcano job's outcome on this cluster.
