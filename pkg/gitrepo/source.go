@@ -50,10 +50,18 @@ type Source struct {
 	// (default 2): a Result's Dir remains valid until that many newer
 	// checkouts were made.
 	KeepCheckouts int
+	// Protocol is the Git protocol for polls and fetches over HTTP(S):
+	// ProtocolAuto (v2 when the server speaks it, probed once), ProtocolV2
+	// or ProtocolV0. SSH remotes always use v0.
+	Protocol string
 
 	mu     sync.Mutex
 	loaded bool
 	last   *Result
+	// v2 is the protocol v2 client once the server was found to speak it;
+	// v2Probed says the probe was made (v2 stays nil after a "no").
+	v2       *v2Client
+	v2Probed bool
 }
 
 // Result is the outcome of a Sync.
@@ -120,7 +128,64 @@ func (s *Source) validate() error {
 	if err := s.branchRef().Validate(); err != nil {
 		return fmt.Errorf("gitrepo: branch %q: %w", s.Branch, err)
 	}
-	return nil
+	return ValidProtocol(s.Protocol)
+}
+
+// protocolV2 returns the v2 client when polls and fetches go over protocol
+// v2, nil for v0. In auto mode the server is probed once per Source.
+func (s *Source) protocolV2(ctx context.Context, ep *endpoint) (*v2Client, error) {
+	if s.Protocol == ProtocolV0 {
+		return nil, nil
+	}
+	if s.v2Probed {
+		return s.v2, nil
+	}
+	c, err := newV2Client(ep, s.Timeout)
+	if err != nil {
+		return nil, err
+	}
+	ok := false
+	if c != nil {
+		if ok, err = c.probe(ctx); err != nil {
+			return nil, err
+		}
+	}
+	if !ok && s.Protocol == ProtocolV2 {
+		return nil, fmt.Errorf("ls-refs %s: %w", ep.redacted, errNoV2)
+	}
+	s.v2Probed = true
+	if ok {
+		s.v2 = c
+	}
+	return s.v2, nil
+}
+
+// headOf lists the branch's head: v2 ls-refs of that one ref, or a v0
+// ls-remote (the whole advertisement). A server that stops speaking v2
+// is probed again next time.
+func (s *Source) headOf(ctx context.Context, ep *endpoint) (plumbing.Hash, *v2Client, error) {
+	c, err := s.protocolV2(ctx, ep)
+	if err != nil {
+		return plumbing.ZeroHash, nil, err
+	}
+	var refs map[string]plumbing.Hash
+	if c != nil {
+		refs, err = c.lsRefs(ctx, s.branchRef().String())
+		if errors.Is(err, errNoV2) && s.Protocol != ProtocolV2 {
+			s.v2, s.v2Probed, c = nil, false, nil
+		}
+	}
+	if c == nil {
+		refs, err = listRefs(ctx, ep, s.Timeout)
+	}
+	if err != nil {
+		return plumbing.ZeroHash, nil, err
+	}
+	remote, ok := refs[s.branchRef().String()]
+	if !ok {
+		return plumbing.ZeroHash, nil, fmt.Errorf("ls-remote %s: %w: branch %s", ep.redacted, ErrRefNotFound, s.branch())
+	}
+	return remote, c, nil
 }
 
 // LastGood returns the last successful Sync's result, also one made by a
@@ -205,25 +270,21 @@ func (s *Source) Sync(ctx context.Context) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	refs, err := listRefs(ctx, ep, s.Timeout)
+	remote, v2, err := s.headOf(ctx, ep)
 	if err != nil {
 		return Result{}, err
-	}
-	remote, ok := refs[s.branchRef().String()]
-	if !ok {
-		return Result{}, fmt.Errorf("ls-remote %s: %w: branch %s", ep.redacted, ErrRefNotFound, s.branch())
 	}
 	if s.last != nil && s.last.Hash == remote.String() && s.cached(remote) {
 		return *s.last, nil
 	}
 
-	res, err := s.fetchAndCheckout(ctx, ep, remote)
+	res, err := s.fetchAndCheckout(ctx, ep, v2, remote)
 	if err != nil && !isTransportError(err) && !errors.Is(err, ErrUnsafePath) && ctx.Err() == nil {
 		// A local failure: the cache is damaged. Start from scratch once.
 		if rmErr := os.RemoveAll(s.repoDir()); rmErr != nil {
 			return Result{}, errors.Join(err, rmErr)
 		}
-		res, err = s.fetchAndCheckout(ctx, ep, remote)
+		res, err = s.fetchAndCheckout(ctx, ep, v2, remote)
 	}
 	if err != nil {
 		return Result{}, err
@@ -249,15 +310,32 @@ func (s *Source) cached(h plumbing.Hash) bool {
 	return err == nil
 }
 
-func (s *Source) fetchAndCheckout(ctx context.Context, ep *endpoint, want plumbing.Hash) (Result, error) {
+// fetchAndCheckout fetches want (over v2 when v2 is not nil) unless the
+// cache has it, and exports its tree.
+func (s *Source) fetchAndCheckout(ctx context.Context, ep *endpoint, v2 *v2Client, want plumbing.Hash) (Result, error) {
 	repo, err := openCache(s.repoDir())
 	if err != nil {
 		return Result{}, err
 	}
 	fetched := false
 	if _, err := repo.CommitObject(want); err != nil {
-		specs := []config.RefSpec{config.RefSpec("+" + s.branchRef().String() + ":" + s.branchRef().String())}
-		if err := fetchLimited(ctx, repo.Storer, ep, s.Timeout, specs, s.fetchDepth(repo), maxFetchSize(s.MaxFetchSize)); err != nil {
+		depth := s.fetchDepth(repo)
+		if v2 != nil {
+			var haves []plumbing.Hash
+			if depth == 0 {
+				if ref, err := repo.Reference(s.branchRef(), true); err == nil {
+					haves = append(haves, ref.Hash())
+				}
+			}
+			err = v2.fetch(ctx, repo.Storer, want, haves, depth, maxFetchSize(s.MaxFetchSize))
+			if err == nil {
+				err = repo.Storer.SetReference(plumbing.NewHashReference(s.branchRef(), want))
+			}
+		} else {
+			specs := []config.RefSpec{config.RefSpec("+" + s.branchRef().String() + ":" + s.branchRef().String())}
+			err = fetchLimited(ctx, repo.Storer, ep, s.Timeout, specs, depth, maxFetchSize(s.MaxFetchSize))
+		}
+		if err != nil {
 			if errors.Is(err, ErrTooLarge) {
 				removeTempPacks(s.repoDir())
 			}

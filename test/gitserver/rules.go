@@ -38,6 +38,9 @@ type Config struct {
 	// Backend is the path of git-http-backend; found via `git --exec-path`
 	// when empty.
 	Backend string
+	// ProtocolV0Only drops the Git-Protocol request header, like a forge
+	// that predates protocol v2: clients asking for v2 get v0.
+	ProtocolV0Only bool
 }
 
 // AgentUser is the user name ForgeConfig gives the agent of cluster.
