@@ -93,6 +93,9 @@ func CutSlices(repoDir, rev string, paths map[string][]string) (map[string]strin
 	}
 	sort.Strings(clusters)
 	out := map[string]string{}
+	// Main's directories shared by many slices are copied into a proof
+	// blob once.
+	proofBlobs := map[plumbing.Hash]plumbing.Hash{}
 	for _, cluster := range clusters {
 		ref := plumbing.ReferenceName(SliceRef(cluster))
 		if err := ref.Validate(); err != nil {
@@ -106,7 +109,7 @@ func CutSlices(repoDir, rev string, paths map[string][]string) (map[string]strin
 			return nil, fmt.Errorf("cluster %s: no paths, or the whole tree", cluster)
 		}
 		proofs := map[string]object.TreeEntry{SliceProofDir + "/commit": {Mode: filemode.Regular, Hash: commitBlob}}
-		cut, err := cutTree(repo.Storer, root, "", filter, proofs)
+		cut, err := cutTree(repo.Storer, root, "", filter, proofs, proofBlobs)
 		if err != nil {
 			return nil, fmt.Errorf("cluster %s: %w", cluster, err)
 		}
@@ -188,14 +191,17 @@ func PushSlices(ctx context.Context, repoDir, remote string, auth Auth, timeout 
 // filter: selected entries as they are, directories leading to a selected
 // path pruned recursively. Every directory it descends into adds its raw
 // tree object to proofs.
-func cutTree(st storage.Storer, t *object.Tree, dir string, filter pathFilter, proofs map[string]object.TreeEntry) ([]object.TreeEntry, error) {
-	raw, err := rawObject(st, plumbing.TreeObject, t.Hash)
-	if err != nil {
-		return nil, err
-	}
-	blob, err := storeBlob(st, raw)
-	if err != nil {
-		return nil, err
+func cutTree(st storage.Storer, t *object.Tree, dir string, filter pathFilter, proofs map[string]object.TreeEntry, blobs map[plumbing.Hash]plumbing.Hash) ([]object.TreeEntry, error) {
+	blob, ok := blobs[t.Hash]
+	if !ok {
+		raw, err := rawObject(st, plumbing.TreeObject, t.Hash)
+		if err != nil {
+			return nil, err
+		}
+		if blob, err = storeBlob(st, raw); err != nil {
+			return nil, err
+		}
+		blobs[t.Hash] = blob
 	}
 	// Named by the directory's path in hex: unique whatever main's names,
 	// and stable, so that Git deltas a directory's proof against its last.
@@ -211,7 +217,7 @@ func cutTree(st storage.Storer, t *object.Tree, dir string, filter pathFilter, p
 			if err != nil {
 				return nil, fmt.Errorf("tree %s: %w", p, err)
 			}
-			kept, err := cutTree(st, sub, p, filter, proofs)
+			kept, err := cutTree(st, sub, p, filter, proofs, blobs)
 			if err != nil {
 				return nil, err
 			}

@@ -86,7 +86,11 @@ func benchTransport(b *testing.B, clusters int) {
 	b.ReportMetric(float64(pollV0.BytesSent), "B-poll-v0-no-slice-refs")
 	publisher := filepath.Join(b.TempDir(), "publisher")
 	gitCLI(b, "", "clone", "-q", "--bare", srv.RepoPath("fleet"), publisher)
+	st0 = srv.Stats("fleet")
 	publishTook := publish(b, publisher, url, creds)
+	pub := srv.Stats("fleet").Sub(st0)
+	b.Logf("flotilla publish: %d pushes, %d KiB pushed, %d KiB of advertisement read", pub.ReceivePacks, pub.ReceivePackBytes>>10, (pub.BytesSent)>>10)
+	b.ReportMetric(float64(pub.ReceivePackBytes)/1024, "KiB-publish-push")
 	b.Logf("fleet repo: %d clusters × %d apps rendered in %s, %d files; %d status refs; flotilla publish (cut + push of %d slice refs) %s",
 		clusters, spec.Apps, renderTook.Round(time.Millisecond), len(tree), clusters, clusters, publishTook.Round(time.Millisecond))
 
@@ -147,7 +151,11 @@ func benchTransport(b *testing.B, clusters int) {
 	agentBenchRender(b, dir)
 	head, after, changedAll := agentBenchPush(b, srv, "fleet", dir, before, "app-01: nginx 1.28")
 	gitCLI(b, publisher, "fetch", "-q", srv.RepoPath("fleet"), "+refs/heads/main:refs/heads/main")
+	st0 = srv.Stats("fleet")
 	republishTook := publish(b, publisher, url, creds)
+	repub := srv.Stats("fleet").Sub(st0)
+	b.Logf("flotilla publish after the change: %d pushes, %d KiB pushed", repub.ReceivePacks, repub.ReceivePackBytes>>10)
+	b.ReportMetric(float64(repub.ReceivePackBytes)/1024, "KiB-republish-push")
 	// The cluster's changed files: files under its slice's paths that differ.
 	s, err := slice.Read(dir, cluster)
 	if err != nil {
