@@ -233,7 +233,8 @@ func cutTree(st storage.Storer, t *object.Tree, dir string, filter pathFilter, p
 	return out, nil
 }
 
-// storeEntries stores a tree of entries, sorted in Git's order.
+// storeEntries stores a tree of entries, sorted in Git's order (by name, a
+// tree's name compared as if it ended in "/").
 func storeEntries(st storage.Storer, entries []object.TreeEntry) (plumbing.Hash, error) {
 	key := func(e object.TreeEntry) string {
 		if e.Mode == filemode.Dir {

@@ -10,9 +10,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-
 	hubcmd "github.com/flotilla-gitops/flotilla/hub/cmd"
 	"github.com/flotilla-gitops/flotilla/pkg/gitrepo"
 	"github.com/flotilla-gitops/flotilla/pkg/status"
@@ -110,19 +107,7 @@ func TestSliceTransport(t *testing.T) {
 	r.agent.waitStatus(time.Minute, "the outage in status", func(st *status.ClusterStatus) bool {
 		return strings.Contains(st.LastError, "unreachable")
 	})
-	k := agentCluster(t).Client()
-	cm := &corev1.ConfigMap{}
-	if err := k.Get(testCtx(t), client.ObjectKey{Namespace: r.cluster + "-app", Name: "settings"}, cm); err != nil {
-		t.Fatal(err)
-	}
-	cm.Data["value"] = "edited"
-	if err := k.Update(testCtx(t), cm); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, 2*time.Minute, "drift corrected offline from the cached slice", func() (bool, string) {
-		v := r.value()
-		return v == "signed-again", "value " + v
-	})
+	r.driftCorrected("signed-again", "drift corrected offline from the cached slice")
 	if err := srv.Start(); err != nil {
 		t.Fatal(err)
 	}

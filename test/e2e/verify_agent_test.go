@@ -249,6 +249,25 @@ func (r *verifyRig) commit(value string, k *verifyKey) string {
 	return "main@sha1:" + res.Hash
 }
 
+// driftCorrected edits the live ConfigMap's value and waits until the
+// agent has put want back.
+func (r *verifyRig) driftCorrected(want, what string) {
+	r.t.Helper()
+	k := agentCluster(r.t).Client()
+	cm := &corev1.ConfigMap{}
+	if err := k.Get(testCtx(r.t), client.ObjectKey{Namespace: r.cluster + "-app", Name: "settings"}, cm); err != nil {
+		r.t.Fatal(err)
+	}
+	cm.Data["value"] = "edited"
+	if err := k.Update(testCtx(r.t), cm); err != nil {
+		r.t.Fatal(err)
+	}
+	waitFor(r.t, 2*time.Minute, what, func() (bool, string) {
+		v := r.value()
+		return v == want, "value " + v
+	})
+}
+
 // value is the live ConfigMap's value ("" when absent).
 func (r *verifyRig) value() string {
 	r.t.Helper()
@@ -401,19 +420,8 @@ func TestVerifyStrictAnchorInCluster(t *testing.T) {
 	r.waitRefused(head, "unsigned", "signed-2")
 	// Drift is corrected from the last accepted revision, which this
 	// process never fetched as a head.
+	r.driftCorrected("signed-2", "drift corrected from the last accepted revision")
 	k := agentCluster(t).Client()
-	cm := &corev1.ConfigMap{}
-	if err := k.Get(testCtx(t), client.ObjectKey{Namespace: r.cluster + "-app", Name: "settings"}, cm); err != nil {
-		t.Fatal(err)
-	}
-	cm.Data["value"] = "edited"
-	if err := k.Update(testCtx(t), cm); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, 2*time.Minute, "drift corrected from the last accepted revision", func() (bool, string) {
-		v := r.value()
-		return v == "signed-2", "value " + v
-	})
 
 	// A corrupt anchor refuses, even though the trust root named now is
 	// the head itself.
