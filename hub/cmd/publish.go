@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"path"
 	"time"
 
@@ -102,29 +101,27 @@ func slicePaths(ctx context.Context, repo, hash string) (map[string][]string, er
 	if err != nil {
 		return nil, err
 	}
-	var slices []string
+	var hashes []string
+	var clusters []string
 	for _, f := range files {
-		if path.Base(f.Path) == slice.FileName {
-			slices = append(slices, f.Path)
+		cluster := path.Base(path.Dir(f.Path))
+		if path.Base(f.Path) == slice.FileName && slice.SlicePath(cluster) == f.Path {
+			hashes = append(hashes, f.Hash)
+			clusters = append(clusters, cluster)
 		}
 	}
-	tmp, err := os.MkdirTemp("", "flotilla-publish-")
+	blobs, err := gitrepo.ReadBlobs(ctx, repo, hashes)
 	if err != nil {
 		return nil, err
 	}
-	defer os.RemoveAll(tmp)
-	if err := gitrepo.ExportTreePaths(ctx, repo, hash, tmp, slices); err != nil {
-		return nil, err
-	}
 	out := map[string][]string{}
-	for _, p := range slices {
-		cluster := path.Base(path.Dir(p))
-		if slice.SlicePath(cluster) != p {
-			continue // not where the layout puts a cluster's slice
-		}
-		s, err := slice.Read(tmp, cluster)
+	for i, cluster := range clusters {
+		s, err := slice.Parse(blobs[i])
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("%s: %w", slice.SlicePath(cluster), err)
+		}
+		if s.Cluster != cluster {
+			return nil, fmt.Errorf("%s: cluster %q, want %q: %w", slice.SlicePath(cluster), s.Cluster, cluster, slice.ErrInvalidSlice)
 		}
 		out[cluster] = s.RepoPaths()
 	}

@@ -96,6 +96,22 @@ func CutSlices(repoDir, rev string, paths map[string][]string) (map[string]strin
 	// Main's directories shared by many slices are copied into a proof
 	// blob once.
 	proofBlobs := map[plumbing.Hash]plumbing.Hash{}
+	// The previous slice commits, read once: looking each ref up would
+	// parse packed-refs (every status ref of the fleet) once per cluster.
+	prevs := map[plumbing.ReferenceName]plumbing.Hash{}
+	refs, err := repo.References()
+	if err != nil {
+		return nil, err
+	}
+	err = refs.ForEach(func(r *plumbing.Reference) error {
+		if r.Type() == plumbing.HashReference && strings.HasPrefix(r.Name().String(), SliceRefPrefix) {
+			prevs[r.Name()] = r.Hash()
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
 	for _, cluster := range clusters {
 		ref := plumbing.ReferenceName(SliceRef(cluster))
 		if err := ref.Validate(); err != nil {
@@ -131,8 +147,8 @@ func CutSlices(repoDir, rev string, paths map[string][]string) (map[string]strin
 			return nil, err
 		}
 		var parents []plumbing.Hash
-		if prev, err := repo.Reference(ref, true); err == nil {
-			if pc, err := repo.CommitObject(prev.Hash()); err == nil {
+		if prev, ok := prevs[ref]; ok {
+			if pc, err := repo.CommitObject(prev); err == nil {
 				if pc.TreeHash == tree {
 					out[cluster] = pc.Hash.String()
 					continue // already cut from this main commit
