@@ -39,7 +39,7 @@ and reads the status every agent commits back to Git.`,
 		SilenceErrors: true,
 	}
 	root.AddCommand(newVersionCommand())
-	root.AddCommand(newRenderCommand(), newValidateCommand())
+	root.AddCommand(newRenderCommand(), newValidateCommand(), newPublishCommand())
 	root.AddCommand(newInitCommand(), newBootstrapCommand())
 	root.AddCommand(newStatusCommand(), newDashboardCommand())
 	root.AddCommand(newPlanCommand())

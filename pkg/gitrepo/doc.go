@@ -20,6 +20,22 @@
 // filesystem with every entry name checked (go-git CVE-2023-49569).
 // Source.Commit and Source.CommitsBetween give the commits to verify.
 //
+// Over HTTP(S) the Source speaks Git protocol v2 when the server does
+// (probed once; Source.Protocol forces v2 or v0): a poll is one ls-refs of
+// the one ref followed, a fetch one v2 fetch of the wanted commit with the
+// cached head as "have", so neither carries the advertisement of the
+// repository's other refs (status refs, other clusters' slices). SSH, and
+// servers without v2, get go-git's v0 transport (protov2.go).
+//
+// Slice refs (slices.go): CutSlices writes, for each cluster, a commit on
+// SliceRef(cluster) whose tree is a main commit's tree pruned to the
+// cluster's paths, plus the proof (that commit's raw object and main's raw
+// trees along the pruned paths); PushSlices pushes them in one push. A
+// Source with Ref set follows one: it checks the proof by recomputing
+// hashes (ErrBadSlice when the slice is not part of the main commit it
+// names), stores the main commit, and reports it as the Result's Hash, so
+// that signature verification and status see main's commit.
+//
 // Writing status (agent):
 //
 //	w := gitrepo.NewWriter(url, gitrepo.PushOptions{Auth: auth, MaxHistory: 50, Signer: signer})

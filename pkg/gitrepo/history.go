@@ -50,6 +50,10 @@ func (s *Source) CommitsBetween(ctx context.Context, from, to string) ([]Commit,
 	if fromH == toH {
 		return nil, nil
 	}
+	if s.Ref != "" {
+		// A slice carries its main commit, not main's history.
+		return nil, fmt.Errorf("commits %s..%s: %w: a slice ref holds no history of %s", from, to, ErrRevisionNotFound, s.branch())
+	}
 	var ep *endpoint
 	for _, depth := range []int{0, 16, 128, 1024, 16384, 1 << 30} {
 		if depth > 0 {

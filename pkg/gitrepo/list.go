@@ -143,3 +143,26 @@ func openLocalForReading(dir string) (*git.Repository, *filesystem.Storage, erro
 	}
 	return fast, st, nil
 }
+
+// ReadBlobs reads blobs of the local repository at repoDir by hash (as
+// ListTree gives them), in the order given: many small files of a large
+// tree without walking it again.
+func ReadBlobs(ctx context.Context, repoDir string, hashes []string) ([][]byte, error) {
+	_, st, err := openLocalForReading(repoDir)
+	if err != nil {
+		return nil, err
+	}
+	defer st.Close()
+	out := make([][]byte, len(hashes))
+	for i, h := range hashes {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		b, err := rawObject(st, plumbing.BlobObject, plumbing.NewHash(h))
+		if err != nil {
+			return nil, fmt.Errorf("%w: blob %s: %w", ErrRevisionNotFound, h, err)
+		}
+		out[i] = b
+	}
+	return out, nil
+}

@@ -415,18 +415,7 @@ func overlayTree(st storage.Storer, base plumbing.Hash, files map[string][]byte)
 			delete(flat, c)
 			continue
 		}
-		obj := st.NewEncodedObject()
-		obj.SetType(plumbing.BlobObject)
-		obj.SetSize(int64(len(content)))
-		wr, err := obj.Writer()
-		if err != nil {
-			return plumbing.ZeroHash, err
-		}
-		if _, err := wr.Write(content); err != nil {
-			return plumbing.ZeroHash, err
-		}
-		wr.Close()
-		h, err := st.SetEncodedObject(obj)
+		h, err := storeBlob(st, content)
 		if err != nil {
 			return plumbing.ZeroHash, err
 		}
@@ -490,18 +479,5 @@ func storeTree(st storage.Storer, n *treeNode) (plumbing.Hash, error) {
 		}
 		entries = append(entries, object.TreeEntry{Name: name, Mode: filemode.Dir, Hash: h})
 	}
-	// Git orders entries by name, a tree's name compared as if it ended in "/".
-	key := func(e object.TreeEntry) string {
-		if e.Mode == filemode.Dir {
-			return e.Name + "/"
-		}
-		return e.Name
-	}
-	sort.Slice(entries, func(i, j int) bool { return key(entries[i]) < key(entries[j]) })
-	t := &object.Tree{Entries: entries}
-	obj := st.NewEncodedObject()
-	if err := t.Encode(obj); err != nil {
-		return plumbing.ZeroHash, err
-	}
-	return st.SetEncodedObject(obj)
+	return storeEntries(st, entries)
 }

@@ -50,10 +50,25 @@ type Source struct {
 	// (default 2): a Result's Dir remains valid until that many newer
 	// checkouts were made.
 	KeepCheckouts int
+	// Protocol is the Git protocol for polls and fetches over HTTP(S):
+	// ProtocolAuto (v2 when the server speaks it, probed once), ProtocolV2
+	// or ProtocolV0. SSH remotes always use v0.
+	Protocol string
+	// Ref, when set, is a slice ref (SliceRef(cluster)) to follow instead
+	// of the branch: its commits hold only the cluster's paths and are
+	// checked against the main commit they name (see slices.go), which is
+	// then the Result's Hash and what Commit returns for verification.
+	// CommitsBetween (strict verification) needs the branch.
+	Ref string
 
 	mu     sync.Mutex
 	loaded bool
 	last   *Result
+	tip    string // the fetched ref's commit of last: Hash, or its slice commit
+	// v2 is the protocol v2 client once the server was found to speak it;
+	// v2Probed says the probe was made (v2 stays nil after a "no").
+	v2       *v2Client
+	v2Probed bool
 }
 
 // Result is the outcome of a Sync.
@@ -77,6 +92,8 @@ type sourceState struct {
 	Branch     string    `json:"branch"`
 	Paths      []string  `json:"paths,omitempty"`
 	Hash       string    `json:"hash"`
+	Ref        string    `json:"ref,omitempty"`
+	Tip        string    `json:"tip,omitempty"` // the slice commit of Hash when Ref is set
 	CommitTime time.Time `json:"commitTime"`
 	Recent     []string  `json:"recent"` // checkout keys, newest first
 	// Digests are dirDigest of the Recent checkouts, by key.
@@ -92,6 +109,14 @@ func (s *Source) branch() string {
 
 func (s *Source) branchRef() plumbing.ReferenceName {
 	return plumbing.NewBranchReferenceName(s.branch())
+}
+
+// fetchRef is the ref polled and fetched: Ref, else the branch.
+func (s *Source) fetchRef() plumbing.ReferenceName {
+	if s.Ref != "" {
+		return plumbing.ReferenceName(s.Ref)
+	}
+	return s.branchRef()
 }
 
 func (s *Source) repoDir() string      { return filepath.Join(s.CacheDir, "repo") }
@@ -120,7 +145,69 @@ func (s *Source) validate() error {
 	if err := s.branchRef().Validate(); err != nil {
 		return fmt.Errorf("gitrepo: branch %q: %w", s.Branch, err)
 	}
-	return nil
+	if s.Ref != "" {
+		if err := plumbing.ReferenceName(s.Ref).Validate(); err != nil || !strings.HasPrefix(s.Ref, SliceRefPrefix) {
+			return fmt.Errorf("gitrepo: ref %q: want a slice ref %s<cluster>", s.Ref, SliceRefPrefix)
+		}
+	}
+	return ValidProtocol(s.Protocol)
+}
+
+// protocolV2 returns the v2 client when polls and fetches go over protocol
+// v2, nil for v0. In auto mode the server is probed once per Source.
+func (s *Source) protocolV2(ctx context.Context, ep *endpoint) (*v2Client, error) {
+	if s.Protocol == ProtocolV0 {
+		return nil, nil
+	}
+	if s.v2Probed {
+		return s.v2, nil
+	}
+	c, err := newV2Client(ep, s.Timeout)
+	if err != nil {
+		return nil, err
+	}
+	ok := false
+	if c != nil {
+		if ok, err = c.probe(ctx); err != nil {
+			return nil, err
+		}
+	}
+	if !ok && s.Protocol == ProtocolV2 {
+		return nil, fmt.Errorf("ls-refs %s: %w", ep.redacted, errNoV2)
+	}
+	s.v2Probed = true
+	if ok {
+		s.v2 = c
+	}
+	return s.v2, nil
+}
+
+// headOf lists the branch's head: v2 ls-refs of that one ref, or a v0
+// ls-remote (the whole advertisement). A server that stops speaking v2
+// is probed again next time.
+func (s *Source) headOf(ctx context.Context, ep *endpoint) (plumbing.Hash, *v2Client, error) {
+	c, err := s.protocolV2(ctx, ep)
+	if err != nil {
+		return plumbing.ZeroHash, nil, err
+	}
+	var refs map[string]plumbing.Hash
+	if c != nil {
+		refs, err = c.lsRefs(ctx, s.fetchRef().String())
+		if errors.Is(err, errNoV2) && s.Protocol != ProtocolV2 {
+			s.v2, s.v2Probed, c = nil, false, nil
+		}
+	}
+	if c == nil {
+		refs, err = listRefs(ctx, ep, s.Timeout)
+	}
+	if err != nil {
+		return plumbing.ZeroHash, nil, err
+	}
+	remote, ok := refs[s.fetchRef().String()]
+	if !ok {
+		return plumbing.ZeroHash, nil, fmt.Errorf("ls-remote %s: %w: %s", ep.redacted, ErrRefNotFound, s.fetchRef())
+	}
+	return remote, c, nil
 }
 
 // LastGood returns the last successful Sync's result, also one made by a
@@ -149,7 +236,7 @@ func (s *Source) load() {
 	}
 	s.loaded = true
 	st, err := s.readState()
-	if err != nil || st.URL != redactURL(s.URL) || st.Branch != s.branch() || strings.Join(st.Paths, "\x00") != strings.Join(s.Paths, "\x00") {
+	if err != nil || st.URL != redactURL(s.URL) || st.Branch != s.branch() || st.Ref != s.Ref || strings.Join(st.Paths, "\x00") != strings.Join(s.Paths, "\x00") {
 		return
 	}
 	key := s.checkoutKey(st.Hash)
@@ -163,6 +250,10 @@ func (s *Source) load() {
 		return
 	}
 	s.last = &Result{Revision: s.revision(st.Hash), Hash: st.Hash, Dir: dir, CommitTime: st.CommitTime}
+	s.tip = st.Tip
+	if s.tip == "" {
+		s.tip = st.Hash
+	}
 }
 
 func (s *Source) readState() (sourceState, error) {
@@ -205,25 +296,21 @@ func (s *Source) Sync(ctx context.Context) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	refs, err := listRefs(ctx, ep, s.Timeout)
+	remote, v2, err := s.headOf(ctx, ep)
 	if err != nil {
 		return Result{}, err
 	}
-	remote, ok := refs[s.branchRef().String()]
-	if !ok {
-		return Result{}, fmt.Errorf("ls-remote %s: %w: branch %s", ep.redacted, ErrRefNotFound, s.branch())
-	}
-	if s.last != nil && s.last.Hash == remote.String() && s.cached(remote) {
+	if s.last != nil && s.tip == remote.String() && s.cached(remote) {
 		return *s.last, nil
 	}
 
-	res, err := s.fetchAndCheckout(ctx, ep, remote)
-	if err != nil && !isTransportError(err) && !errors.Is(err, ErrUnsafePath) && ctx.Err() == nil {
+	res, err := s.fetchAndCheckout(ctx, ep, v2, remote)
+	if err != nil && !isTransportError(err) && !errors.Is(err, ErrUnsafePath) && !errors.Is(err, ErrBadSlice) && ctx.Err() == nil {
 		// A local failure: the cache is damaged. Start from scratch once.
 		if rmErr := os.RemoveAll(s.repoDir()); rmErr != nil {
 			return Result{}, errors.Join(err, rmErr)
 		}
-		res, err = s.fetchAndCheckout(ctx, ep, remote)
+		res, err = s.fetchAndCheckout(ctx, ep, v2, remote)
 	}
 	if err != nil {
 		return Result{}, err
@@ -232,6 +319,7 @@ func (s *Source) Sync(ctx context.Context) (Result, error) {
 	last := res
 	last.Changed, last.Fetched = false, false
 	s.last = &last
+	s.tip = remote.String()
 	return res, nil
 }
 
@@ -245,37 +333,64 @@ func (s *Source) cached(h plumbing.Hash) bool {
 	if err != nil {
 		return false
 	}
-	_, err = repo.CommitObject(h)
+	if _, err = repo.CommitObject(h); err != nil {
+		return false
+	}
+	// The main commit a slice names, for Commit (verification).
+	_, err = repo.CommitObject(plumbing.NewHash(s.last.Hash))
 	return err == nil
 }
 
-func (s *Source) fetchAndCheckout(ctx context.Context, ep *endpoint, want plumbing.Hash) (Result, error) {
+// fetchAndCheckout fetches want (over v2 when v2 is not nil) unless the
+// cache has it, and exports its tree.
+func (s *Source) fetchAndCheckout(ctx context.Context, ep *endpoint, v2 *v2Client, want plumbing.Hash) (Result, error) {
 	repo, err := openCache(s.repoDir())
 	if err != nil {
 		return Result{}, err
 	}
 	fetched := false
 	if _, err := repo.CommitObject(want); err != nil {
-		specs := []config.RefSpec{config.RefSpec("+" + s.branchRef().String() + ":" + s.branchRef().String())}
-		if err := fetchLimited(ctx, repo.Storer, ep, s.Timeout, specs, s.fetchDepth(repo), maxFetchSize(s.MaxFetchSize)); err != nil {
+		depth := s.fetchDepth(repo)
+		if v2 != nil {
+			var haves []plumbing.Hash
+			if depth == 0 {
+				if ref, err := repo.Reference(s.fetchRef(), true); err == nil {
+					haves = append(haves, ref.Hash())
+				}
+			}
+			err = v2.fetch(ctx, repo.Storer, want, haves, depth, maxFetchSize(s.MaxFetchSize))
+			if err == nil {
+				err = repo.Storer.SetReference(plumbing.NewHashReference(s.fetchRef(), want))
+			}
+		} else {
+			specs := []config.RefSpec{config.RefSpec("+" + s.fetchRef().String() + ":" + s.fetchRef().String())}
+			err = fetchLimited(ctx, repo.Storer, ep, s.Timeout, specs, depth, maxFetchSize(s.MaxFetchSize))
+		}
+		if err != nil {
 			if errors.Is(err, ErrTooLarge) {
 				removeTempPacks(s.repoDir())
 			}
 			return Result{}, err
 		}
 		fetched = true
-	} else if err := repo.Storer.SetReference(plumbing.NewHashReference(s.branchRef(), want)); err != nil {
+	} else if err := repo.Storer.SetReference(plumbing.NewHashReference(s.fetchRef(), want)); err != nil {
 		return Result{}, err
 	}
-	ref, err := repo.Reference(s.branchRef(), true)
+	ref, err := repo.Reference(s.fetchRef(), true)
 	if err != nil {
 		return Result{}, fmt.Errorf("cache: %w", err)
 	}
-	commit, err := repo.CommitObject(ref.Hash())
+	tip, err := repo.CommitObject(ref.Hash())
 	if err != nil {
 		return Result{}, fmt.Errorf("cache: %w", err)
 	}
-	dir, digest, err := s.checkout(ctx, repo, commit)
+	commit := tip // the commit Result names: the branch head, or the main commit a slice was cut from
+	if s.Ref != "" {
+		if commit, err = verifySlice(repo.Storer, tip); err != nil {
+			return Result{}, err
+		}
+	}
+	dir, digest, err := s.checkout(ctx, repo, commit.Hash, tip)
 	if err != nil {
 		return Result{}, err
 	}
@@ -304,7 +419,7 @@ func (s *Source) fetchAndCheckout(ctx context.Context, ep *endpoint, want plumbi
 		digests[recent[0]] = digest
 	}
 	if err := s.writeState(sourceState{
-		URL: redactURL(s.URL), Branch: s.branch(), Paths: s.Paths,
+		URL: redactURL(s.URL), Branch: s.branch(), Paths: s.Paths, Ref: s.Ref, Tip: tip.Hash.String(),
 		Hash: hash, CommitTime: commit.Committer.When, Recent: recent, Digests: digests,
 	}); err != nil {
 		return Result{}, err
@@ -315,7 +430,7 @@ func (s *Source) fetchAndCheckout(ctx context.Context, ep *endpoint, want plumbi
 		// only what the head needs once they pile up.
 		// Not fatal when it fails: the checkout is done, and a damaged
 		// cache is cloned again by the next Sync.
-		_ = compactIfNeeded(s.repoDir(), repo, s.branchRef(), commit)
+		_ = compactIfNeeded(s.repoDir(), repo, s.fetchRef(), tip, commit.Hash)
 	}
 	return Result{
 		Revision:   s.revision(hash),
@@ -333,7 +448,7 @@ func (s *Source) fetchAndCheckout(ctx context.Context, ep *endpoint, want plumbi
 // forward (main is protected); after a rewrite, the new history is fetched
 // once, and compaction trims the cache again.
 func (s *Source) fetchDepth(repo *git.Repository) int {
-	ref, err := repo.Reference(s.branchRef(), true)
+	ref, err := repo.Reference(s.fetchRef(), true)
 	if err != nil {
 		return 1
 	}
@@ -343,10 +458,11 @@ func (s *Source) fetchDepth(repo *git.Repository) int {
 	return 0
 }
 
-// checkout exports commit's tree into checkouts/<key>, atomically: a crash
-// leaves only a temporary directory, removed by the next gc.
-func (s *Source) checkout(ctx context.Context, repo *git.Repository, commit *object.Commit) (string, string, error) {
-	key := s.checkoutKey(commit.Hash.String())
+// checkout exports the tree of commit src (a slice's without its proof)
+// into checkouts/<key of hash>, atomically: a crash leaves only a
+// temporary directory, removed by the next gc.
+func (s *Source) checkout(ctx context.Context, repo *git.Repository, hash plumbing.Hash, commit *object.Commit) (string, string, error) {
+	key := s.checkoutKey(hash.String())
 	dir := filepath.Join(s.checkoutsDir(), key)
 	if fi, err := os.Stat(dir); err == nil && fi.IsDir() {
 		if s.checkoutIntact(key, dir) {
@@ -363,6 +479,15 @@ func (s *Source) checkout(ctx context.Context, repo *git.Repository, commit *obj
 	tree, err := commit.Tree()
 	if err != nil {
 		return "", "", fmt.Errorf("cache: tree of %s: %w", commit.Hash, err)
+	}
+	if s.Ref != "" {
+		pruned := &object.Tree{Hash: tree.Hash}
+		for _, e := range tree.Entries {
+			if e.Name != SliceProofDir {
+				pruned.Entries = append(pruned.Entries, e)
+			}
+		}
+		tree = pruned
 	}
 	if err := os.MkdirAll(s.checkoutsDir(), 0o755); err != nil {
 		return "", "", err
@@ -425,6 +550,9 @@ func (s *Source) Checkout(ctx context.Context, hash string) (Result, error) {
 	if want.String() != hash {
 		return Result{}, fmt.Errorf("checkout %q: %w: not a commit hash", hash, ErrRevisionNotFound)
 	}
+	if s.Ref != "" {
+		return s.sliceCheckout(hash)
+	}
 	commit, err := repo.CommitObject(want)
 	if err != nil {
 		ep, err := s.Auth.endpoint(s.URL, timeoutOr(s.Timeout))
@@ -444,7 +572,7 @@ func (s *Source) Checkout(ctx context.Context, hash string) (Result, error) {
 			return Result{}, fmt.Errorf("checkout %s: %w in the history of %s", hash, ErrRevisionNotFound, s.branch())
 		}
 	}
-	dir, digest, err := s.checkout(ctx, repo, commit)
+	dir, digest, err := s.checkout(ctx, repo, commit.Hash, commit)
 	if err != nil {
 		return Result{}, err
 	}
@@ -484,7 +612,7 @@ var maxPacks = 8
 // compactIfNeeded rewrites the cache to one pack holding only what commit
 // needs, once fetches have piled up packs full of superseded objects. The
 // new store is built beside the old one and swapped in by rename.
-func compactIfNeeded(dir string, repo *git.Repository, ref plumbing.ReferenceName, commit *object.Commit) error {
+func compactIfNeeded(dir string, repo *git.Repository, ref plumbing.ReferenceName, commit *object.Commit, keep ...plumbing.Hash) error {
 	packs, _ := filepath.Glob(filepath.Join(dir, "objects", "pack", "*.pack"))
 	if len(packs) <= maxPacks {
 		return nil
@@ -498,6 +626,11 @@ func compactIfNeeded(dir string, repo *git.Repository, ref plumbing.ReferenceNam
 		return err
 	}
 	hashes := []plumbing.Hash{commit.Hash}
+	for _, h := range keep {
+		if h != commit.Hash {
+			hashes = append(hashes, h)
+		}
+	}
 	tree, err := commit.Tree()
 	if err != nil {
 		return err
@@ -564,4 +697,22 @@ func compactIfNeeded(dir string, repo *git.Repository, ref plumbing.ReferenceNam
 		return err
 	}
 	return os.RemoveAll(old)
+}
+
+// sliceCheckout is Checkout with a slice ref: only the checkouts kept on
+// disk can be given back (older slice commits are not fetched again).
+func (s *Source) sliceCheckout(hash string) (Result, error) {
+	st, err := s.readState()
+	if err == nil {
+		key := s.checkoutKey(hash)
+		dir := filepath.Join(s.checkoutsDir(), key)
+		if fi, err := os.Stat(dir); err == nil && fi.IsDir() && s.checkoutIntact(key, dir) {
+			t := st.CommitTime
+			if st.Hash != hash {
+				t = time.Time{}
+			}
+			return Result{Revision: s.revision(hash), Hash: hash, Dir: dir, CommitTime: t}, nil
+		}
+	}
+	return Result{}, fmt.Errorf("checkout %s: %w: not among the kept checkouts of %s", hash, ErrRevisionNotFound, s.Ref)
 }

@@ -25,9 +25,31 @@ var fleetFiles = map[string]string{
 }
 
 func TestSyncFetchesOnlyWhenTheHeadMoves(t *testing.T) {
-	srv, auth := fleet(t, fleetFiles)
+	for _, tc := range []struct {
+		name     string
+		v0Server bool   // the server drops the Git-Protocol header
+		protocol string // Source.Protocol
+		v2       bool   // polls are v2 ls-refs
+	}{
+		{name: "v2 server, auto", v2: true},
+		{name: "v2 server, v2", protocol: gitrepo.ProtocolV2, v2: true},
+		{name: "v2 server, v0", protocol: gitrepo.ProtocolV0},
+		{name: "v0 server, auto", v0Server: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := gitserver.ForgeConfig()
+			cfg.ProtocolV0Only = tc.v0Server
+			srv := gitserver.Start(t, cfg)
+			srv.MustCreateRepo(t, "fleet", writeDir(t, fleetFiles))
+			testSyncFetchesOnlyWhenTheHeadMoves(t, srv, tc.protocol, tc.v2)
+		})
+	}
+}
+
+func testSyncFetchesOnlyWhenTheHeadMoves(t *testing.T, srv *gitserver.Server, protocol string, v2 bool) {
+	auth := userAuth(srv, gitserver.Maintainer)
 	ctx := context.Background()
-	src := &gitrepo.Source{URL: srv.URL("fleet"), Auth: auth, CacheDir: t.TempDir()}
+	src := &gitrepo.Source{URL: srv.URL("fleet"), Auth: auth, CacheDir: t.TempDir(), Protocol: protocol}
 
 	before := srv.Stats("fleet")
 	res, err := src.Sync(ctx)
@@ -46,7 +68,7 @@ func TestSyncFetchesOnlyWhenTheHeadMoves(t *testing.T) {
 		t.Fatalf("cold sync fetched no pack: %+v", cold)
 	}
 
-	// Unchanged head: one ls-remote, no pack.
+	// Unchanged head: one ls-remote (v0) or ls-refs (v2), no pack.
 	before = srv.Stats("fleet")
 	res2, err := src.Sync(ctx)
 	if err != nil {
@@ -56,7 +78,10 @@ func TestSyncFetchesOnlyWhenTheHeadMoves(t *testing.T) {
 	if res2.Changed || res2.Fetched || res2.Hash != head || res2.Dir != res.Dir {
 		t.Fatalf("idle sync = %+v", res2)
 	}
-	if idle.InfoRefs != 1 || idle.UploadPacks != 0 {
+	switch {
+	case v2 && (idle.LsRefs != 1 || idle.InfoRefs != 0 || idle.UploadPacks != 0):
+		t.Fatalf("idle sync requests = %+v, want one v2 ls-refs and nothing else", idle)
+	case !v2 && (idle.InfoRefs != 1 || idle.LsRefs != 0 || idle.UploadPacks != 0):
 		t.Fatalf("idle sync requests = %+v, want one info/refs and no upload-pack", idle)
 	}
 
@@ -85,6 +110,9 @@ func TestSyncFetchesOnlyWhenTheHeadMoves(t *testing.T) {
 	}
 	t.Logf("bytes sent: cold sync %d (pack %d), idle poll %d, incremental %d (pack %d)",
 		cold.BytesSent, cold.UploadPackBytesSent, idle.BytesSent, incr.BytesSent, incr.UploadPackBytesSent)
+	if incr.UploadPacks != 1 || (v2 && incr.InfoRefs != 0) {
+		t.Fatalf("incremental sync requests = %+v, want one upload-pack (and no advertisement in v2)", incr)
+	}
 	if incr.UploadPackBytesSent >= cold.UploadPackBytesSent {
 		t.Fatalf("incremental fetch (%d bytes) not smaller than a cold one (%d)", incr.UploadPackBytesSent, cold.UploadPackBytesSent)
 	}

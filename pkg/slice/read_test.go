@@ -177,3 +177,13 @@ func TestQuoteScalar(t *testing.T) {
 		}
 	}
 }
+
+func TestRepoPaths(t *testing.T) {
+	s := sampleSlice()
+	s.Units[2].Inputs = []Input{{Path: "apps/web/manifests"}, {Path: "apps/web", Except: "app.yaml"}, {Path: "bases/common"}}
+	got := s.RepoPaths()
+	want := []string{"apps/web", "bases/common", "charts/mysql-db/0.1.0", ClusterDir("edge-1")}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("RepoPaths = %v, want %v", got, want)
+	}
+}

@@ -106,16 +106,26 @@ type verifyRig struct {
 	mode       string
 	agentNS    string
 	creds      string
+	// flags are added to every agent process's arguments.
+	flags []string
+	// afterPush runs after every commit pushed (publishing slices).
+	afterPush func()
 }
 
 func newVerifyRig(t *testing.T, cluster, mode string, trusted ...verifyKey) *verifyRig {
 	t.Helper()
+	return newVerifyRigOn(t, agentGit(t), cluster, mode, nil, trusted...)
+}
+
+// newVerifyRigOn is newVerifyRig on srv, with flags for every agent
+// process. The agent starts at once.
+func newVerifyRigOn(t *testing.T, srv *gitserver.Server, cluster, mode string, flags []string, trusted ...verifyKey) *verifyRig {
+	t.Helper()
 	c := agentCluster(t)
-	srv := agentGit(t)
 	dir := t.TempDir()
 	planWriteFiles(t, dir, verifyFleet(cluster, "initial"))
 	hubRender(t, dir)
-	r := &verifyRig{t: t, cluster: cluster, repo: newFleetRepo(t, srv, cluster, dir), keysDir: t.TempDir()}
+	r := &verifyRig{t: t, cluster: cluster, repo: newFleetRepo(t, srv, cluster, dir), keysDir: t.TempDir(), flags: flags}
 	r.trust(trusted...)
 	agentNS := "flotilla-" + cluster
 	if err := c.CreateNamespace(testCtx(t), agentNS); err != nil {
@@ -131,7 +141,7 @@ func newVerifyRig(t *testing.T, cluster, mode string, trusted ...verifyKey) *ver
 func (r *verifyRig) start(extra ...string) {
 	r.t.Helper()
 	r.procs++
-	args := append([]string{"--interval", "2s", "--verify-mode", r.mode, "--verify-keys-dir", r.keysDir}, extra...)
+	args := append(append([]string{"--interval", "2s", "--verify-mode", r.mode, "--verify-keys-dir", r.keysDir}, r.flags...), extra...)
 	r.agent = startAgentProc(r.t, agentCluster(r.t), r.repo, r.cluster, r.agentNS, fmt.Sprintf("%s-%d", r.cluster, r.procs), r.t.TempDir(), r.creds, args...)
 }
 
@@ -206,7 +216,11 @@ func (r *verifyRig) commit(value string, k *verifyKey) string {
 	planWriteFiles(r.t, r.repo.dir, map[string]string{"apps/settings/manifests/configmap.yaml": verifyFleet(r.cluster, value)["apps/settings/manifests/configmap.yaml"]})
 	hubRender(r.t, r.repo.dir)
 	if k == nil {
-		return r.repo.push(r.t, "unsigned change to "+value)
+		rev := r.repo.push(r.t, "unsigned change to "+value)
+		if r.afterPush != nil {
+			r.afterPush()
+		}
+		return rev
 	}
 	now := readTree(r.t, r.repo.dir)
 	files := map[string][]byte{}
@@ -229,7 +243,29 @@ func (r *verifyRig) commit(value string, k *verifyKey) string {
 		r.t.Fatal(err)
 	}
 	r.repo.last = now
+	if r.afterPush != nil {
+		r.afterPush()
+	}
 	return "main@sha1:" + res.Hash
+}
+
+// driftCorrected edits the live ConfigMap's value and waits until the
+// agent has put want back.
+func (r *verifyRig) driftCorrected(want, what string) {
+	r.t.Helper()
+	k := agentCluster(r.t).Client()
+	cm := &corev1.ConfigMap{}
+	if err := k.Get(testCtx(r.t), client.ObjectKey{Namespace: r.cluster + "-app", Name: "settings"}, cm); err != nil {
+		r.t.Fatal(err)
+	}
+	cm.Data["value"] = "edited"
+	if err := k.Update(testCtx(r.t), cm); err != nil {
+		r.t.Fatal(err)
+	}
+	waitFor(r.t, 2*time.Minute, what, func() (bool, string) {
+		v := r.value()
+		return v == want, "value " + v
+	})
 }
 
 // value is the live ConfigMap's value ("" when absent).
@@ -384,19 +420,8 @@ func TestVerifyStrictAnchorInCluster(t *testing.T) {
 	r.waitRefused(head, "unsigned", "signed-2")
 	// Drift is corrected from the last accepted revision, which this
 	// process never fetched as a head.
+	r.driftCorrected("signed-2", "drift corrected from the last accepted revision")
 	k := agentCluster(t).Client()
-	cm := &corev1.ConfigMap{}
-	if err := k.Get(testCtx(t), client.ObjectKey{Namespace: r.cluster + "-app", Name: "settings"}, cm); err != nil {
-		t.Fatal(err)
-	}
-	cm.Data["value"] = "edited"
-	if err := k.Update(testCtx(t), cm); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, 2*time.Minute, "drift corrected from the last accepted revision", func() (bool, string) {
-		v := r.value()
-		return v == "signed-2", "value " + v
-	})
 
 	// A corrupt anchor refuses, even though the trust root named now is
 	// the head itself.

@@ -22,11 +22,15 @@
 // Close or until its context is done.
 //
 // Behaviour worth knowing:
-//   - The server speaks Git protocol v0/v1 only (the Git-Protocol request
-//     header is dropped), so requests map one-to-one onto operations: an
-//     ls-remote is one GET of info/refs, a fetch adds one POST of
-//     git-upload-pack, a push is a GET of info/refs?service=git-receive-pack
-//     plus one POST of git-receive-pack. Stats counts exactly these.
+//   - The server speaks Git protocol v2 to clients that ask for it with the
+//     Git-Protocol header (as GitHub and GitLab do) and v0/v1 to the others;
+//     Config.ProtocolV0Only drops the header, like an old forge. Requests
+//     map one-to-one onto operations: a v0 ls-remote is one GET of
+//     info/refs, a fetch adds one POST of git-upload-pack; a v2 ls-refs is
+//     one POST of git-upload-pack (Stats.LsRefs), a v2 fetch another
+//     (Stats.UploadPacks); a push is a GET of
+//     info/refs?service=git-receive-pack plus one POST of git-receive-pack.
+//     Stats counts exactly these. SSH stays v0.
 //   - Every request needs valid credentials unless Config.AnonymousRead is
 //     set, which lets unauthenticated clients fetch (never push).
 //   - Rules are data (Rule): a user with no matching rule cannot push at all.

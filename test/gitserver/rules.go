@@ -38,6 +38,9 @@ type Config struct {
 	// Backend is the path of git-http-backend; found via `git --exec-path`
 	// when empty.
 	Backend string
+	// ProtocolV0Only drops the Git-Protocol request header, like a forge
+	// that predates protocol v2: clients asking for v2 get v0.
+	ProtocolV0Only bool
 }
 
 // AgentUser is the user name ForgeConfig gives the agent of cluster.
@@ -48,7 +51,8 @@ func StatusRef(cluster string) string { return "refs/heads/flotilla/status/" + c
 
 // ForgeConfig returns the usual forge setup: the Maintainer user may push
 // main (fast-forward only; nobody force-pushes main) and may create, update
-// or delete any other branch or tag; for each cluster, user
+// or delete any other branch or tag, and publish slice refs
+// (refs/flotilla/slices/*); for each cluster, user
 // AgentUser(cluster) may push (and force-push) only StatusRef(cluster).
 // Passwords are "<user>-password".
 func ForgeConfig(clusters ...string) Config {
@@ -56,6 +60,8 @@ func ForgeConfig(clusters ...string) Config {
 	cfg.Rules = []Rule{
 		{User: Maintainer, Refs: []string{"refs/heads/main"}},
 		{User: Maintainer, Refs: []string{"refs/heads/*", "refs/tags/*"}, Force: true},
+		// The publisher of per-cluster slice commits (gitrepo.PushSlices).
+		{User: Maintainer, Refs: []string{"refs/flotilla/slices/*"}, Force: true},
 	}
 	for _, c := range clusters {
 		cfg.Users[AgentUser(c)] = AgentUser(c) + "-password"

@@ -1,6 +1,7 @@
 package gitserver
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/subtle"
@@ -38,6 +39,7 @@ type Server struct {
 	tokens   map[string]string // bearer token → user
 	rules    []Rule
 	anonRead bool
+	v0Only   bool
 	delay    time.Duration
 	srv      *http.Server
 	stats    map[string]*Stats
@@ -50,12 +52,16 @@ type Server struct {
 	stopCtx  func() bool
 }
 
-// Stats counts the requests a repository served. The server speaks protocol
-// v0/v1, so an ls-remote is one InfoRefs, a fetch is an InfoRefs plus one
-// UploadPack, and a push is a ReceivePackInfoRefs plus one ReceivePack.
+// Stats counts the requests a repository served. In protocol v0/v1 an
+// ls-remote is one InfoRefs, a fetch is an InfoRefs plus one UploadPack,
+// and a push is a ReceivePackInfoRefs plus one ReceivePack. In protocol v2
+// an ls-refs is one LsRefs and a fetch one UploadPack (with an InfoRefs
+// before each when the client discovers capabilities first, as the git CLI
+// does).
 type Stats struct {
 	InfoRefs            int   // GET info/refs?service=git-upload-pack (ls-remote, fetch discovery)
-	UploadPacks         int   // POST git-upload-pack (a fetch or clone negotiating a pack)
+	LsRefs              int   // POST git-upload-pack with the v2 command ls-refs
+	UploadPacks         int   // POST git-upload-pack negotiating a pack (v0 fetch or clone, v2 fetch)
 	ReceivePackInfoRefs int   // GET info/refs?service=git-receive-pack (push discovery)
 	ReceivePacks        int   // POST git-receive-pack (a push)
 	Unauthorized        int   // requests refused with 401
@@ -69,6 +75,7 @@ type Stats struct {
 func (s Stats) Sub(before Stats) Stats {
 	return Stats{
 		InfoRefs:            s.InfoRefs - before.InfoRefs,
+		LsRefs:              s.LsRefs - before.LsRefs,
 		UploadPacks:         s.UploadPacks - before.UploadPacks,
 		ReceivePackInfoRefs: s.ReceivePackInfoRefs - before.ReceivePackInfoRefs,
 		ReceivePacks:        s.ReceivePacks - before.ReceivePacks,
@@ -129,6 +136,7 @@ func New(ctx context.Context, dir string, cfg Config) (*Server, error) {
 		tokens:    map[string]string{},
 		rules:     append([]Rule(nil), cfg.Rules...),
 		anonRead:  cfg.AnonymousRead,
+		v0Only:    cfg.ProtocolV0Only,
 		stats:     map[string]*Stats{},
 		logs:      &logBuffer{},
 	}
@@ -429,10 +437,21 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 		r.ContentLength = int64(len(data))
 		r.TransferEncoding = nil
 	}
-	// Protocol v0 only (see package doc), and the credentials must not reach
-	// the CGI environment.
-	r.Header.Del("Git-Protocol")
+	// git http-backend takes the protocol version from HTTP_GIT_PROTOCOL,
+	// as forges pass it on (unless configured as an old, v0-only one). The
+	// credentials must not reach the CGI environment.
+	if s.v0Only {
+		r.Header.Del("Git-Protocol")
+	}
 	r.Header.Del("Authorization")
+	lsRefs := false
+	if op == "git-upload-pack" && strings.Contains(r.Header.Get("Git-Protocol"), "version=2") {
+		// Tell a v2 ls-refs from a fetch by its first pkt-line.
+		br := bufio.NewReader(r.Body)
+		head, _ := br.Peek(len("0014command=ls-refs"))
+		lsRefs = strings.HasSuffix(string(head), "command=ls-refs")
+		r.Body = io.NopCloser(br)
+	}
 
 	env := []string{
 		"GIT_PROJECT_ROOT=" + s.reposDir,
@@ -462,6 +481,8 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 			st.InfoRefs++
 		case op == "info/refs" && service == "git-receive-pack":
 			st.ReceivePackInfoRefs++
+		case op == "git-upload-pack" && lsRefs:
+			st.LsRefs++
 		case op == "git-upload-pack":
 			st.UploadPacks++
 			st.UploadPackBytesSent += cw.n

@@ -1,0 +1,213 @@
+package gitrepo_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/flotilla-gitops/flotilla/pkg/gitrepo"
+	"github.com/flotilla-gitops/flotilla/test/gitserver"
+)
+
+var sliceFleet = map[string]string{
+	"clusters/member1.yaml":           "kind: Cluster\n",
+	"rendered/member1/slice.yaml":     "units: [web]\n",
+	"rendered/member1/web/kust.yaml":  "resources: []\n",
+	"rendered/member2/slice.yaml":     "units: [db]\n",
+	"apps/web/app.yaml":               "kind: Application\n",
+	"apps/web/manifests/deploy.yaml":  "kind: Deployment\n",
+	"apps/db/manifests/sts.yaml":      "kind: StatefulSet\n",
+	"charts/web/Chart.yaml":           "name: web\n",
+	"charts/web/templates/svc.yaml":   "kind: Service\n",
+	"charts/other/Chart.yaml":         "name: other\n",
+	"fleets/all.yaml":                 "kind: Fleet\n",
+	"rendered/member1/web/patch.yaml": "op: add\n",
+}
+
+var member1Paths = []string{"rendered/member1", "apps/web/manifests", "charts/web"}
+
+// cutAndPublish cuts member1's and member2's slices from main in a clone
+// and pushes them, as CI does after a merge.
+func cutAndPublish(t *testing.T, srv *gitserver.Server) map[string]string {
+	t.Helper()
+	clone := filepath.Join(t.TempDir(), "clone")
+	run(t, "", "git", "clone", "-q", "--bare", srv.UserURL("fleet", gitserver.Maintainer), clone)
+	run(t, clone, "git", "fetch", "-q", "origin", "+refs/flotilla/slices/*:refs/flotilla/slices/*")
+	got, err := gitrepo.CutSlices(clone, "main", map[string][]string{
+		"member1": member1Paths,
+		"member2": {"rendered/member2", "apps/db"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := gitrepo.PushSlices(context.Background(), clone, srv.URL("fleet"), userAuth(srv, gitserver.Maintainer), 0); err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+func run(t *testing.T, dir string, name string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(name, args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s %v: %v\n%s", name, args, err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+func TestSliceSync(t *testing.T) {
+	for _, protocol := range []string{gitrepo.ProtocolAuto, gitrepo.ProtocolV0} {
+		t.Run("protocol "+protocol, func(t *testing.T) {
+			srv, auth := fleet(t, sliceFleet)
+			ctx := context.Background()
+			slices := cutAndPublish(t, srv)
+			head := srv.Head("fleet", "main")
+			src := &gitrepo.Source{URL: srv.URL("fleet"), Auth: auth, CacheDir: t.TempDir(), Ref: gitrepo.SliceRef("member1"), Protocol: protocol}
+
+			res, err := src.Sync(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Hash != head || res.Revision != "main@sha1:"+head || !res.Changed || !res.Fetched {
+				t.Fatalf("sync = %+v, want main's head %s", res, head)
+			}
+			want := map[string]string{}
+			for p, c := range sliceFleet {
+				for _, sel := range member1Paths {
+					if strings.HasPrefix(p, sel+"/") {
+						want[p] = c
+					}
+				}
+			}
+			if got := readDir(t, res.Dir); !equalFiles(got, want) {
+				t.Fatalf("checkout = %v, want %v", got, want)
+			}
+			c, err := src.Commit(res.Hash)
+			if err != nil || c.Hash != head {
+				t.Fatalf("Commit(%s) = %+v, %v: the main commit must be readable for verification", head, c, err)
+			}
+
+			before := srv.Stats("fleet")
+			res2, err := src.Sync(ctx)
+			if err != nil || res2.Fetched || res2.Changed || res2.Hash != head {
+				t.Fatalf("idle sync = %+v, %v", res2, err)
+			}
+			if d := srv.Stats("fleet").Sub(before); d.UploadPacks != 0 {
+				t.Fatalf("idle sync fetched: %+v", d)
+			}
+
+			// A merge that changes member1: re-cut, re-published, fetched.
+			next := srv.Commit(t, "fleet", gitserver.Maintainer,
+				map[string]string{"rendered/member1/slice.yaml": "units: [web, cache]\n", "apps/db/manifests/sts.yaml": "kind: StatefulSet # v2\n"}, nil, "member1 gets a cache")
+			again := cutAndPublish(t, srv)
+			if again["member1"] == slices["member1"] {
+				t.Fatal("the slice commit did not move")
+			}
+			res3, err := src.Sync(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res3.Hash != next || !res3.Changed || !res3.Fetched {
+				t.Fatalf("sync after the merge = %+v, want %s", res3, next)
+			}
+			if got := readDir(t, res3.Dir); got["rendered/member1/slice.yaml"] != "units: [web, cache]\n" || got["apps/db/manifests/sts.yaml"] != "" {
+				t.Fatalf("checkout after the merge = %v", got)
+			}
+
+			// A restarted agent has the last checkout offline.
+			restarted := &gitrepo.Source{URL: srv.URL("fleet"), Auth: auth, CacheDir: src.CacheDir, Ref: gitrepo.SliceRef("member1"), Protocol: protocol}
+			if last, ok := restarted.LastGood(); !ok || last.Hash != next || last.Dir != res3.Dir {
+				t.Fatalf("LastGood after restart = %+v, %v", last, ok)
+			}
+			if old, err := restarted.Checkout(ctx, next); err != nil || old.Dir != res3.Dir {
+				t.Fatalf("Checkout(%s) = %+v, %v", next, old, err)
+			}
+			if _, err := restarted.CommitsBetween(ctx, head, next); err == nil {
+				t.Fatal("CommitsBetween on a slice ref succeeded; strict verification needs main's history")
+			}
+		})
+	}
+}
+
+// TestSliceRefusesForgery: a slice commit that is not part of the main
+// commit it names is refused, whoever published it.
+func TestSliceRefusesForgery(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		forge  func(t *testing.T, git func(args ...string) string, slice, other string) string
+		reason string
+	}{
+		{
+			name: "a file changed",
+			forge: func(t *testing.T, git func(args ...string) string, slice, _ string) string {
+				blob := git("hash-object", "-w", "--stdin")
+				git("read-tree", slice+"^{tree}")
+				git("update-index", "--cacheinfo", "100644,"+blob+",rendered/member1/slice.yaml")
+				return git("commit-tree", git("write-tree"), "-m", git("log", "-1", "--format=%B", slice))
+			},
+			reason: "no proof of directory", // rendered/member1 is main's as a whole
+		},
+		{
+			name: "a file added",
+			forge: func(t *testing.T, git func(args ...string) string, slice, _ string) string {
+				blob := git("hash-object", "-w", "--stdin")
+				git("read-tree", slice+"^{tree}")
+				git("update-index", "--add", "--cacheinfo", "100644,"+blob+",rendered/member1/evil.yaml")
+				return git("commit-tree", git("write-tree"), "-m", git("log", "-1", "--format=%B", slice))
+			},
+			reason: "no proof of directory",
+		},
+		{
+			name: "another main commit named",
+			forge: func(t *testing.T, git func(args ...string) string, slice, other string) string {
+				return git("commit-tree", slice+"^{tree}", "-m", "slice\n\nFlotilla-Source: "+other)
+			},
+			reason: "does not hold main commit",
+		},
+		{
+			name: "no trailer",
+			forge: func(t *testing.T, git func(args ...string) string, slice, _ string) string {
+				return git("commit-tree", slice+"^{tree}", "-m", "slice")
+			},
+			reason: "no Flotilla-Source trailer",
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv, auth := fleet(t, sliceFleet)
+			first := srv.Head("fleet", "main")
+			srv.Commit(t, "fleet", gitserver.Maintainer, map[string]string{"fleets/all.yaml": "kind: Fleet # 2\n"}, nil, "second")
+			slices := cutAndPublish(t, srv)
+			repo := srv.RepoPath("fleet")
+			index := filepath.Join(t.TempDir(), "index")
+			git := func(args ...string) string {
+				t.Helper()
+				cmd := exec.Command("git", append([]string{"--git-dir=" + repo, "-c", "user.name=mallory", "-c", "user.email=m@example.com"}, args...)...)
+				cmd.Env = append(os.Environ(), "GIT_INDEX_FILE="+index, "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1")
+				cmd.Stdin = strings.NewReader("kind: Evil\n")
+				out, err := cmd.CombinedOutput()
+				if err != nil {
+					t.Fatalf("git %v: %v\n%s", args, err, out)
+				}
+				return strings.TrimSpace(string(out))
+			}
+			forged := tc.forge(t, git, slices["member1"], first)
+			git("update-ref", gitrepo.SliceRef("member1"), forged)
+
+			src := &gitrepo.Source{URL: srv.URL("fleet"), Auth: auth, CacheDir: t.TempDir(), Ref: gitrepo.SliceRef("member1")}
+			_, err := src.Sync(context.Background())
+			if !errors.Is(err, gitrepo.ErrBadSlice) || !strings.Contains(err.Error(), tc.reason) {
+				t.Fatalf("sync of a forged slice: %v, want ErrBadSlice (%s)", err, tc.reason)
+			}
+			if _, ok := src.LastGood(); ok {
+				t.Fatal("a forged slice became the last good checkout")
+			}
+		})
+	}
+}

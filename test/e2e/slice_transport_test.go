@@ -1,0 +1,145 @@
+package e2e_test
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	hubcmd "github.com/flotilla-gitops/flotilla/hub/cmd"
+	"github.com/flotilla-gitops/flotilla/pkg/gitrepo"
+	"github.com/flotilla-gitops/flotilla/pkg/status"
+	"github.com/flotilla-gitops/flotilla/test/gitserver"
+)
+
+// hubPublish runs `flotilla publish` as CI does after a merge: in a fresh
+// clone of the fleet repo (with the slice refs published so far), cutting
+// main's head and pushing the slice refs as the maintainer.
+func hubPublish(t *testing.T, repo *fleetRepo) {
+	t.Helper()
+	clone := filepath.Join(t.TempDir(), "clone")
+	for _, args := range [][]string{
+		{"clone", "-q", "--bare", repo.srv.RepoPath(repo.name), clone},
+		{"--git-dir=" + clone, "fetch", "-q", repo.srv.RepoPath(repo.name), "+" + gitrepo.SliceRefPrefix + "*:" + gitrepo.SliceRefPrefix + "*"},
+	} {
+		cmd := exec.Command("git", args...)
+		cmd.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	creds := t.TempDir()
+	for name, v := range map[string]string{"username": gitserver.Maintainer, "password": repo.srv.Password(gitserver.Maintainer)} {
+		if err := os.WriteFile(filepath.Join(creds, name), []byte(v), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	root := hubcmd.NewRootCommand()
+	var out, errb bytes.Buffer
+	root.SetOut(&out)
+	root.SetErr(&errb)
+	root.SetArgs([]string{"publish", "--repo", clone, "--rev", "main", "--remote", repo.url, "--git-credentials-dir", creds})
+	if err := root.ExecuteContext(context.Background()); err != nil {
+		t.Fatalf("flotilla publish: %v\n%s%s", err, out.String(), errb.String())
+	}
+}
+
+// TestSliceTransport: an agent following its slice ref (--git-transport
+// slice, over protocol v2) in head verification mode refuses an unsigned
+// main commit and a slice that is not part of the main commit it names,
+// applies a signed one, reports main's revision, polls without fetching
+// while nothing changes, and corrects drift from its cached slice while
+// Git is down.
+func TestSliceTransport(t *testing.T) {
+	alice := verifySSHKey(t, "alice@example.com")
+	srv := newGitServer(t)
+	r := newVerifyRigOn(t, srv, "slice-agent", "head", []string{"--git-transport", "slice"}, alice)
+	r.afterPush = func() { hubPublish(t, r.repo) }
+	hubPublish(t, r.repo)
+
+	// The first commit of main is unsigned: refused, nothing applied.
+	r.waitRefused(r.repo.head(), "unsigned", "")
+
+	signed := r.commit("signed-by-alice", &alice)
+	st := r.waitApplied(signed, "signed-by-alice")
+	if !strings.Contains(st.Verification.Signer, "alice@example.com") {
+		t.Errorf("verification %+v", st.Verification)
+	}
+
+	// Idle: polls are v2 ls-refs of the slice ref alone, no pack.
+	before := srv.Stats(r.repo.name)
+	cycles := r.agent.countLogs("cycle finished")
+	waitFor(t, 2*time.Minute, "two idle cycles", func() (bool, string) {
+		n := r.agent.countLogs("cycle finished") - cycles
+		return n >= 2, "cycles"
+	})
+	idle := srv.Stats(r.repo.name).Sub(before)
+	if idle.LsRefs == 0 || idle.InfoRefs != 0 || idle.UploadPacks != 0 {
+		t.Errorf("idle Git requests %+v: want only v2 ls-refs", idle)
+	}
+
+	unsigned := r.commit("unsigned", nil)
+	r.waitRefused(unsigned, "unsigned", "signed-by-alice")
+
+	// A publisher that alters the slice (the ConfigMap's value) while
+	// naming a signed main commit is refused before verification: the
+	// cluster keeps what it has.
+	forged := r.commit("signed-again", &alice)
+	r.waitApplied(forged, "signed-again")
+	forgeSlice(t, srv.RepoPath(r.repo.name), gitrepo.SliceRef(r.cluster), "apps/settings/manifests/configmap.yaml", "value: forged")
+	r.agent.waitStatus(2*time.Minute, "the forged slice refused", func(st *status.ClusterStatus) bool {
+		return strings.Contains(st.LastError, "does not match its main commit")
+	})
+	if got := r.value(); got != "signed-again" {
+		t.Errorf("live value %q after a forged slice, want signed-again", got)
+	}
+	hubPublish(t, r.repo) // the publisher puts the true slice back (same main commit)
+
+	// Offline: Git down, the ConfigMap edited, corrected from the cache.
+	r.agent.waitStatus(2*time.Minute, "the true slice again", func(st *status.ClusterStatus) bool {
+		return st.AppliedRevision == forged && !strings.Contains(st.LastError, "does not match")
+	})
+	srv.Stop()
+	r.agent.waitStatus(time.Minute, "the outage in status", func(st *status.ClusterStatus) bool {
+		return strings.Contains(st.LastError, "unreachable")
+	})
+	r.driftCorrected("signed-again", "drift corrected offline from the cached slice")
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// forgeSlice replaces ref's commit with one whose tree has file's content
+// changed (old "value: …" line replaced by line), the message (and so the
+// Flotilla-Source trailer) kept: what a compromised publisher could push.
+func forgeSlice(t *testing.T, repo, ref, file, line string) {
+	t.Helper()
+	index := filepath.Join(t.TempDir(), "index")
+	git := func(stdin string, args ...string) string {
+		t.Helper()
+		cmd := exec.Command("git", append([]string{"--git-dir=" + repo, "-c", "user.name=mallory", "-c", "user.email=m@example.com"}, args...)...)
+		cmd.Env = append(os.Environ(), "GIT_INDEX_FILE="+index, "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1")
+		cmd.Stdin = strings.NewReader(stdin)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	old := git("", "show", ref+":"+file)
+	lines := strings.Split(old, "\n")
+	for i, l := range lines {
+		if strings.Contains(l, "value:") {
+			lines[i] = "  " + line
+		}
+	}
+	blob := git(strings.Join(lines, "\n")+"\n", "hash-object", "-w", "--stdin")
+	git("", "read-tree", ref+"^{tree}")
+	git("", "update-index", "--cacheinfo", "100644,"+blob+","+file)
+	commit := git("", "commit-tree", git("", "write-tree"), "-p", ref, "-m", git("", "log", "-1", "--format=%B", ref))
+	git("", "update-ref", ref, commit)
+}
