@@ -199,7 +199,7 @@ func TestPlanShowsAnUpdatedGitSource(t *testing.T) {
 	if code != ExitChanges || !strings.Contains(out, "ConfigMap") || !strings.Contains(out, "+  version: two") {
 		t.Fatalf("plan: exit %d\n%s\n%s", code, out, stderr)
 	}
-	if d := srv.Stats("podinfo").Sub(before); d.InfoRefs+d.UploadPacks != 0 {
+	if d := srv.Stats("podinfo").Sub(before); d.InfoRefs+d.LsRefs+d.UploadPacks != 0 {
 		t.Errorf("plan used the network: %+v", d)
 	}
 }

@@ -90,7 +90,7 @@ func TestVendorPinsAndChecks(t *testing.T) {
 	if p := staleProblems(t, root, []gitsource.Spec{s}); len(p) != 1 || p[0].App != "podinfo" || p[0].File != "sources/podinfo.lock.yaml" {
 		t.Fatalf("check before vendoring: %v", p)
 	}
-	if d := srv.Stats("podinfo").Sub(before); d.InfoRefs+d.UploadPacks != 0 {
+	if d := srv.Stats("podinfo").Sub(before); d.InfoRefs+d.LsRefs+d.UploadPacks != 0 {
 		t.Fatalf("check used the network: %+v", d)
 	}
 
@@ -124,7 +124,7 @@ func TestVendorPinsAndChecks(t *testing.T) {
 	if res[0].Action != "unchanged" || res[0].Commit != first || read(t, filepath.Join(root, "sources/podinfo.lock.yaml")) != lock {
 		t.Fatalf("vendor after the branch moved: %+v", res)
 	}
-	if d := srv.Stats("podinfo").Sub(before); d.InfoRefs+d.UploadPacks != 0 {
+	if d := srv.Stats("podinfo").Sub(before); d.InfoRefs+d.LsRefs+d.UploadPacks != 0 {
 		t.Fatalf("a pinned source used the network: %+v", d)
 	}
 

@@ -423,9 +423,11 @@ func benchAgentFluxShape(b *testing.B) {
 	steady := p.WaitCycle(n, 2*agentBenchInterval)
 	gitDelta := srv.Stats("fleet").Sub(gitBefore)
 	reqDelta := agentBenchSub(p.apiRequests(), reqBefore)
-	b.Logf("no new commit, %s: %d ls-remote (%d bytes), %d packs fetched; drift-check cycle %s: API requests %v",
-		agentBenchInterval, gitDelta.InfoRefs, gitDelta.BytesSent, gitDelta.UploadPacks, recDuration(steady).Round(time.Millisecond), reqDelta)
-	if gitDelta.UploadPacks != 0 || gitDelta.InfoRefs == 0 {
+	// A poll is a v2 ls-refs (or, from a v0-only server, a ref advertisement).
+	polls := gitDelta.InfoRefs + gitDelta.LsRefs
+	b.Logf("no new commit, %s: %d polls (%d bytes), %d packs fetched; drift-check cycle %s: API requests %v",
+		agentBenchInterval, polls, gitDelta.BytesSent, gitDelta.UploadPacks, recDuration(steady).Round(time.Millisecond), reqDelta)
+	if gitDelta.UploadPacks != 0 || polls == 0 {
 		b.Errorf("polls without a new commit: %+v, want ls-remotes and no pack", gitDelta)
 	}
 	if reqDelta["write"] != 0 {

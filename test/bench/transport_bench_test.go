@@ -210,7 +210,7 @@ func benchTransport(b *testing.B, clusters int) {
 	b.ReportMetric(float64(sliceBytes)/1024, "KiB-slice")
 	b.ReportMetric(float64(changedBytes), "B-changed")
 	b.ReportMetric(publishTook.Seconds(), "s-publish")
-	b.Logf("load average %s", loadAverage())
+	b.Logf("load average %s", LoadAverage())
 }
 
 // statusRefs gives the fleet repo one status ref per cluster, as when the
