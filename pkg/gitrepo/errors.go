@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/url"
 	"syscall"
@@ -99,7 +100,10 @@ func isUnreachable(err error) bool {
 		// network failure, not e.g. a certificate problem.
 		var uerr *url.Error
 		if errors.As(err, &uerr) {
-			return netErr.Timeout() || isUnreachable(uerr.Err)
+			// An HTTP request's EOF is the connection's (closed without
+			// an answer), not a cache file's.
+			return netErr.Timeout() || isUnreachable(uerr.Err) ||
+				errors.Is(uerr.Err, io.EOF) || errors.Is(uerr.Err, io.ErrUnexpectedEOF)
 		}
 		return true
 	}

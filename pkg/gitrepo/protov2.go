@@ -127,10 +127,16 @@ func (c *v2Client) do(req *http.Request) (io.ReadCloser, error) {
 	}
 	res, err := c.http.Do(req)
 	if err != nil {
+		// Refused, reset, or closed with EOF by a server going down is an
+		// outage; a certificate problem is not. A caller's ended context
+		// is told apart by classifyV2.
+		if isUnreachable(err) {
+			return nil, fmt.Errorf("%w: %w", ErrUnreachable, err)
+		}
 		return nil, err
 	}
 	if res.StatusCode == http.StatusOK {
-		return res.Body, nil
+		return networkBody{res.Body}, nil
 	}
 	res.Body.Close()
 	switch code := res.StatusCode; {
@@ -143,6 +149,19 @@ func (c *v2Client) do(req *http.Request) (io.ReadCloser, error) {
 	default:
 		return nil, fmt.Errorf("git-upload-pack: HTTP %d", code)
 	}
+}
+
+// networkBody marks a response cut short as an outage: its read errors
+// come from the connection, unlike the EOFs of a truncated file in the
+// cache, which classify must not call unreachable.
+type networkBody struct{ io.ReadCloser }
+
+func (b networkBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err != nil && err != io.EOF {
+		err = fmt.Errorf("%w: %w", ErrUnreachable, err)
+	}
+	return n, err
 }
 
 // probe asks for the capability advertisement in v2 (what the git CLI
@@ -380,10 +399,7 @@ func newPktReader(r io.Reader) *pktReader {
 func (p *pktReader) next() (int, []byte, error) {
 	var hdr [4]byte
 	if _, err := io.ReadFull(p.r, hdr[:]); err != nil {
-		if errors.Is(err, io.EOF) {
-			err = io.ErrUnexpectedEOF
-		}
-		return 0, nil, fmt.Errorf("read pkt-line: %w", err)
+		return 0, nil, cutShort(err)
 	}
 	n, err := strconv.ParseUint(string(hdr[:]), 16, 16)
 	if err != nil {
@@ -401,9 +417,18 @@ func (p *pktReader) next() (int, []byte, error) {
 	}
 	data := p.buf[:n-4]
 	if _, err := io.ReadFull(p.r, data); err != nil {
-		return 0, nil, fmt.Errorf("read pkt-line: %w", err)
+		return 0, nil, cutShort(err)
 	}
 	return pktData, data, nil
+}
+
+// cutShort is the error of a response that ended before its last packet:
+// the server or the connection went away, an outage.
+func cutShort(err error) error {
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return fmt.Errorf("read pkt-line: %w: response cut short: %w", ErrUnreachable, io.ErrUnexpectedEOF)
+	}
+	return fmt.Errorf("read pkt-line: %w", err)
 }
 
 // sidebandReader is the pack data (band 1) of a v2 packfile section; it

@@ -163,6 +163,34 @@ func TestSyncRestartReusesCache(t *testing.T) {
 	}
 }
 
+// TestSyncConnectionClosed: a remote that accepts connections and closes
+// them without an answer (a server going down, a proxy dropping the
+// link) is an outage, over either protocol.
+func TestSyncConnectionClosed(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	for _, protocol := range []string{gitrepo.ProtocolAuto, gitrepo.ProtocolV2, gitrepo.ProtocolV0} {
+		t.Run("protocol="+protocol, func(t *testing.T) {
+			src := &gitrepo.Source{URL: "http://" + ln.Addr().String() + "/fleet.git", CacheDir: t.TempDir(), Protocol: protocol}
+			if _, err := src.Sync(context.Background()); !errors.Is(err, gitrepo.ErrUnreachable) {
+				t.Fatalf("sync: %v, want ErrUnreachable", err)
+			}
+		})
+	}
+}
+
 func TestSyncOutage(t *testing.T) {
 	srv, auth := fleet(t, fleetFiles)
 	ctx := context.Background()
