@@ -204,8 +204,11 @@ type peerChange struct {
 func (c peerChange) with(repo string) peerChange { c.repo = repo; return c }
 
 // push commits the change and returns its hash and when it was pushed.
-func (c peerChange) push(b *testing.B) (string, time.Time) {
+// The push itself (a shallow clone and a push by the maintainer) is left
+// out of m's Git figures.
+func (c peerChange) push(b *testing.B, m *peerMeter) (string, time.Time) {
 	hash, _, _ := agentBenchPush(b, c.srv, c.repo, c.dir, c.tree, "change "+c.app)
+	m.git = c.srv.Stats(c.repo)
 	return hash, time.Now()
 }
 
@@ -290,27 +293,25 @@ func benchPeerFlux(b *testing.B, bins peerBinaries, n int, url string, change pe
 	sourceArgs := append([]string{"--metrics-addr=127.0.0.1:0", "--health-addr=127.0.0.1:0",
 		"--storage-path=" + b.TempDir(), "--storage-addr=" + storage, "--storage-adv-addr=" + storage}, peerFluxArgs...)
 	kustomizeArgs := append([]string{"--metrics-addr=127.0.0.1:0", "--health-addr=127.0.0.1:0"}, peerFluxArgs...)
-	side := peerSide{flags: []string{
-		"source-controller " + strings.Join(sourceArgs[2:], " "),
-		"kustomize-controller " + strings.Join(kustomizeArgs[2:], " "),
-		fmt.Sprintf("GitRepository interval %s; %d Kustomizations, interval %s, prune, wait false", peerPoll, n, peerInterval),
-	}}
 	// Addresses and the temporary storage path say nothing about fairness.
-	side.flags[0] = "source-controller --storage-path=<tmp> --storage-addr=<loopback> " + strings.Join(peerFluxArgs, " ")
+	side := peerSide{flags: []string{
+		"source-controller --storage-path=<tmp> --storage-addr=<loopback> " + strings.Join(peerFluxArgs, " "),
+		"kustomize-controller " + strings.Join(peerFluxArgs, " "),
+		fmt.Sprintf("Flux objects: GitRepository interval %s; one Kustomization per unit, interval %s, prune, wait false", peerPoll, peerInterval),
+	}}
 
-	gitBefore, apiBefore := change.srv.Stats(change.repo), apiserverRequests(ctx, b, c)
+	meter := newPeerMeter(ctx, b, c, change)
 	start := time.Now()
 	procs := peerProcs{
 		{Process: agentproc.Start(b, agentproc.Options{Name: "source-controller", Bin: bins.source, Args: sourceArgs, Env: env, LogTail: 40}), b: b},
 		{Process: agentproc.Start(b, agentproc.Options{Name: "kustomize-controller", Bin: bins.kustomize, Args: kustomizeArgs, Env: env, LogTail: 40}), b: b},
 	}
+	meter.procs = procs
 	head := change.srv.Head(change.repo, "main")
 	applied, err := peerWaitFlux(ctx, k, n, head, 5*time.Second, timeout)
 	side.applied = applied
 	side.cold = time.Since(start)
-	side.coldCPU = procs.cpu()
-	side.coldAPI = apiserverRequests(ctx, b, c).sub(apiBefore)
-	side.coldGit = change.srv.Stats(change.repo).Sub(gitBefore)
+	side.coldCPU, side.coldAPI, side.coldGit = meter.read()
 	b.Logf("Flux cold: %d of %d units applied at %s in %s; CPU %s; API %+v; Git %+v; load %s", applied, n, head[:8], side.cold.Round(time.Millisecond), side.coldCPU.Round(time.Millisecond), side.coldAPI, side.coldGit, loadAverage())
 	if errors.Is(err, context.DeadlineExceeded) {
 		side.peak = procs.stop()
@@ -326,22 +327,19 @@ func benchPeerFlux(b *testing.B, bins peerBinaries, n int, url string, change pe
 	// One unit changes: the commit reaches source-controller at its next
 	// poll; every Kustomization then reconciles the new revision.
 	side.changed = true
-	gitBefore, apiBefore = change.srv.Stats(change.repo), apiserverRequests(ctx, b, c)
-	hash, pushed := change.push(b)
+	meter.restart()
+	hash, pushed := change.push(b, meter)
 	change.waitImage(ctx, b, k, timeout)
 	side.changeSeen = time.Since(pushed)
 	if _, err := peerWaitFlux(ctx, k, n, hash, 2*time.Second, timeout); err != nil {
 		b.Fatalf("Flux after the one-unit commit: %v", err)
 	}
 	side.changeSettle = time.Since(pushed)
-	side.changeAPI = apiserverRequests(ctx, b, c).sub(apiBefore)
-	side.changeGit = change.srv.Stats(change.repo).Sub(gitBefore)
+	_, side.changeAPI, side.changeGit = meter.read()
 	b.Logf("Flux one-unit change: applied %s after the push, every Kustomization at the new commit after %s; API %+v; Git %+v",
 		side.changeSeen.Round(time.Millisecond), side.changeSettle.Round(time.Millisecond), side.changeAPI, side.changeGit)
 
-	side.idleCPU, side.idleAPI, side.idleGit = peerIdleWindow(ctx, b, c, change, procs)
-	side.steady = procs.bytes("VmRSS")
-	side.peak = procs.stop()
+	side.finish(meter)
 	return side, false
 }
 
@@ -360,32 +358,30 @@ func benchPeerAgent(b *testing.B, n int, url string, change peerChange) peerSide
 		"--git-credentials-dir", creds, "--cache-dir", b.TempDir(), "--namespace", peerAgentNS,
 		"--metrics-addr", "127.0.0.1:0", "--health-addr", "0", "--log-format", "json",
 	}, flags...)
-	side := peerSide{flags: []string{"flotilla-agent " + strings.Join(flags, " ") + " " + os.Getenv("FLOTILLA_BENCH_AGENT_ARGS") +
-		"(defaults otherwise: --workers 8 --kube-api-qps 100 --kube-api-burst 300; status committed to the fleet repo's refs/heads/flotilla/status/" + agentBenchCluster + ", --heartbeat-interval 10m)"}}
+	side := peerSide{flags: []string{"flotilla-agent " + strings.Join(append(flags, strings.Fields(os.Getenv("FLOTILLA_BENCH_AGENT_ARGS"))...), " ") +
+		" (defaults otherwise: --workers 8 --kube-api-qps 100 --kube-api-burst 300; status committed to the fleet repo's refs/heads/flotilla/status/" + agentBenchCluster + ", --heartbeat-interval 10m)"}}
 
-	gitBefore, apiBefore := change.srv.Stats(change.repo), apiserverRequests(ctx, b, c)
+	meter := newPeerMeter(ctx, b, c, change)
 	p := startAgentProcess(b, args...)
-	procs := peerProcs{p}
+	meter.procs = peerProcs{p}
 	cold := p.WaitCycle(0, 30*time.Minute)
 	side.cold = time.Since(p.Started())
-	side.coldCPU = procs.cpu()
 	if cold["result"] != "success" || recInt(cold, "applied") != n+1 {
 		b.Fatalf("cold cycle: %v\n%s", cold, p.LogTail(20))
 	}
 	side.applied = n
 	// The status commit of the cold cycle is part of its Git cost.
-	peerWaitStatusPush(b, change.srv, change.repo, gitBefore)
-	side.coldAPI = apiserverRequests(ctx, b, c).sub(apiBefore)
-	side.coldGit = change.srv.Stats(change.repo).Sub(gitBefore)
+	peerWaitStatusPush(b, change.srv, change.repo, meter.git)
+	side.coldCPU, side.coldAPI, side.coldGit = meter.read()
 	b.Logf("flotilla-agent cold: %d units applied in %s (cycle %s); CPU %s; API %+v; Git %+v; load %s", n, side.cold.Round(time.Millisecond), recDuration(cold).Round(time.Millisecond), side.coldCPU.Round(time.Millisecond), side.coldAPI, side.coldGit, loadAverage())
 	if got := peerCountDeployments(ctx, b, c.Client(), client.MatchingLabels{"app.kubernetes.io/managed-by": "flotilla"}); got != n {
 		b.Fatalf("%d Deployments applied by flotilla-agent, want %d", got, n)
 	}
 
 	side.changed = true
-	gitBefore, apiBefore = change.srv.Stats(change.repo), apiserverRequests(ctx, b, c)
+	meter.restart()
 	cycles := p.Cycles()
-	hash, pushed := change.push(b)
+	hash, pushed := change.push(b, meter)
 	change.waitImage(ctx, b, c.Client(), 10*time.Minute)
 	side.changeSeen = time.Since(pushed)
 	for {
@@ -395,16 +391,13 @@ func benchPeerAgent(b *testing.B, n int, url string, change peerChange) peerSide
 		}
 		cycles++
 	}
-	peerWaitStatusPush(b, change.srv, change.repo, gitBefore)
+	peerWaitStatusPush(b, change.srv, change.repo, meter.git)
 	side.changeSettle = time.Since(pushed)
-	side.changeAPI = apiserverRequests(ctx, b, c).sub(apiBefore)
-	side.changeGit = change.srv.Stats(change.repo).Sub(gitBefore)
+	_, side.changeAPI, side.changeGit = meter.read()
 	b.Logf("flotilla-agent one-unit change: applied %s after the push, cycle and status commit done after %s; API %+v; Git %+v",
 		side.changeSeen.Round(time.Millisecond), side.changeSettle.Round(time.Millisecond), side.changeAPI, side.changeGit)
 
-	side.idleCPU, side.idleAPI, side.idleGit = peerIdleWindow(ctx, b, c, change, procs)
-	side.steady = procs.bytes("VmRSS")
-	side.peak = procs.stop()
+	side.finish(meter)
 	return side
 }
 
@@ -421,12 +414,45 @@ func peerWaitStatusPush(b *testing.B, srv *gitserver.Server, repo string, before
 	b.Logf("no status push within a minute of the cycle")
 }
 
-// peerIdleWindow measures peerIdle with no new commit.
-func peerIdleWindow(ctx context.Context, b *testing.B, c *testenv.Cluster, change peerChange, procs peerProcs) (time.Duration, apiCounts, gitserver.Stats) {
-	b.Helper()
-	cpu, api, git := procs.cpu(), apiserverRequests(ctx, b, c), change.srv.Stats(change.repo)
+// peerMeter measures one phase of one side: its processes' CPU, the API
+// server's requests and its repo's Git traffic since the meter started.
+type peerMeter struct {
+	ctx    context.Context
+	b      *testing.B
+	c      *testenv.Cluster
+	change peerChange
+	procs  peerProcs
+	cpu    time.Duration
+	api    apiCounts
+	git    gitserver.Stats
+}
+
+// newPeerMeter starts a meter before the processes do (set procs once
+// they run: new processes start from no CPU time).
+func newPeerMeter(ctx context.Context, b *testing.B, c *testenv.Cluster, change peerChange) *peerMeter {
+	m := &peerMeter{ctx: ctx, b: b, c: c, change: change}
+	m.restart()
+	return m
+}
+
+func (m *peerMeter) restart() {
+	m.cpu, m.api, m.git = m.procs.cpu(), apiserverRequests(m.ctx, m.b, m.c), m.change.srv.Stats(m.change.repo)
+}
+
+// read returns what the phase cost so far.
+func (m *peerMeter) read() (time.Duration, apiCounts, gitserver.Stats) {
+	return m.procs.cpu() - m.cpu, apiserverRequests(m.ctx, m.b, m.c).sub(m.api), m.change.srv.Stats(m.change.repo).Sub(m.git)
+}
+
+// finish measures peerIdle with no new commit, then the resident memory,
+// and stops the processes for their peak.
+func (s *peerSide) finish(m *peerMeter) {
+	m.restart()
 	time.Sleep(peerIdle)
-	return procs.cpu() - cpu, apiserverRequests(ctx, b, c).sub(api), change.srv.Stats(change.repo).Sub(git)
+	s.idleCPU, s.idleAPI, s.idleGit = m.read()
+	s.steady = m.procs.bytes("VmRSS")
+	s.peak = m.procs.stop()
+	m.b.Logf("%s idle %s: CPU %s; API %+v; Git %+v; RSS %d MiB, peak %d MiB", s.flags[0][:strings.IndexByte(s.flags[0], ' ')], peerIdle, s.idleCPU, s.idleAPI, s.idleGit, s.steady>>20, s.peak>>20)
 }
 
 func peerNamespaces() []string {
@@ -531,10 +557,18 @@ func peerFreeAddr(b *testing.B) string {
 type apiCounts struct {
 	Writes  float64 // POST, PUT, PATCH, APPLY, DELETE, DELETECOLLECTION, not dry-run, not leases
 	DryRuns float64 // the same verbs with dryRun=All
+	// ByResource are the writes by "verb resource[/subresource]", for the log.
+	ByResource map[string]float64
 }
 
 func (a apiCounts) sub(b apiCounts) apiCounts {
-	return apiCounts{Writes: a.Writes - b.Writes, DryRuns: a.DryRuns - b.DryRuns}
+	out := apiCounts{Writes: a.Writes - b.Writes, DryRuns: a.DryRuns - b.DryRuns, ByResource: map[string]float64{}}
+	for k, v := range a.ByResource {
+		if d := v - b.ByResource[k]; d != 0 {
+			out.ByResource[k] = d
+		}
+	}
+	return out
 }
 
 var promLabel = regexp.MustCompile(`(\w+)="([^"]*)"`)
@@ -566,7 +600,7 @@ func apiserverRequests(ctx context.Context, b *testing.B, c *testenv.Cluster) ap
 }
 
 func parseAPIRequests(metrics string) apiCounts {
-	var out apiCounts
+	out := apiCounts{ByResource: map[string]float64{}}
 	writes := []string{"POST", "PUT", "PATCH", "APPLY", "DELETE", "DELETECOLLECTION"}
 	for _, line := range strings.Split(metrics, "\n") {
 		rest, ok := strings.CutPrefix(line, "apiserver_request_total{")
@@ -589,6 +623,11 @@ func parseAPIRequests(metrics string) apiCounts {
 			out.DryRuns += v
 		} else {
 			out.Writes += v
+			res := l["resource"]
+			if l["subresource"] != "" {
+				res += "/" + l["subresource"]
+			}
+			out.ByResource[l["verb"]+" "+res] += v
 		}
 	}
 	return out
