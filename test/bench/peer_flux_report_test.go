@@ -129,7 +129,8 @@ func (p peerReport) markdown() string {
 		"from two identical repos (`fleet-flux`, `fleet`: the same rendered fleet repo) on one Git smart-HTTP server (test/gitserver). " +
 		"Flux: one GitRepository and one Kustomization per unit (path `apps/<unit>/manifests`, targetNamespace, prune, no wait); its namespaces are created before it starts. " +
 		"Flotilla: the fleet repo's one cluster, one unit per application; it creates the namespaces itself and commits its status through the Git server. " +
-		"Both poll Git every 1 s and check every unit for drift every minute.\n\n")
+		"Both poll Git every 1 s and check every unit for drift every 10 minutes (Flux: the Kustomization interval `flux bootstrap` sets; Flotilla: --interval), so the idle minute holds polls and no drift check. " +
+		"Timeouts: Flux's cold apply is capped (FLOTILLA_BENCH_PEER_FLUX_TIMEOUT); a capped figure is shown as > and the later phases of that size are not run.\n\n")
 	sb.WriteString("Figures: API writes are the API server's `apiserver_request_total` for POST, PUT, PATCH, APPLY, DELETE without dryRun, leaving out leases (the API server's own heartbeats; neither system elects a leader here); dry-runs are the same verbs with dryRun=All. " +
 		"Reads are not compared: they include the benchmark's own polling of Flux's Kustomizations. Git bytes are response bytes served and request bytes received by the Git server for that side's repo. " +
 		"CPU is user+system time of the processes (Flux: both controllers). Ratio = Flux ÷ Flotilla (> 1: Flotilla ahead); where Flotilla is behind, the reason is written next to the figure.\n\n")
