@@ -161,7 +161,10 @@ func (p peerReport) markdown() string {
 				ratio = "> " + ratio
 			}
 			why := ""
-			if worse {
+			switch {
+			case worse && r.fluxTimedOut && row.phase == "cold":
+				why = fmt.Sprintf("not a comparison: Flux's figure covers only the %d of %d units it applied before the cap", r.flux.applied, r.units)
+			case worse:
 				why = row.why
 				if why == "" {
 					why = "**no reason recorded**"
@@ -224,6 +227,7 @@ func TestPeerReportMarkdown(t *testing.T) {
 		"| cold apply: process start → every unit applied (s) | 1000 | > 100 | 10.0 | > 10× |  |",
 		"| cold apply: Git bytes received (requests, pushes) (KiB) | 200 | 1.00 | 4.00 | 0.25× | the agent commits its status",
 		"| one-unit change: API writes | 1000 | not measured | 0 | | |",
+		"| 1000 | > 1.00 | 4.00 | > 0.25× | not a comparison: Flux's figure covers only the 0 of 1000 units",
 		"1000 units: cut short",
 		"`flotilla-agent --interval 1m`",
 	} {
