@@ -16,7 +16,8 @@ set -euo pipefail
 # Bump when something outside the per-group build_* functions changes the outputs.
 readonly RECIPE_VERSION=1
 # The groups `tools/build.sh BIN` builds: what the tests run. staticcheck
-# (for `make lint`) is built only when named.
+# (for `make lint`) and flux (the peer of BenchmarkPeerFlux, `make
+# bench-flux`) are built only when named.
 readonly ALL_GROUPS=(etcd kube kwok registry sops volcano)
 
 TOOLS_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -57,6 +58,7 @@ outputs_volcano() { echo vc-scheduler vc-controller-manager volcano; }
 outputs_staticcheck() { echo staticcheck; }
 outputs_sops() { echo sops; }
 outputs_registry() { echo registry; }
+outputs_flux() { echo source-controller kustomize-controller flux; }
 
 # module_version MODDIR MODULE prints the version of MODULE that MODDIR's go.mod selects.
 module_version() {
@@ -143,6 +145,22 @@ build_registry() {
 	go_build "$1" "$2/registry" "-X github.com/distribution/distribution/v3/version.version=$version" \
 		github.com/distribution/distribution/v3/cmd/registry
 	expect_output registry "$version" "$2/registry" --version
+}
+
+build_flux() {
+	local m src
+	for m in source-controller kustomize-controller; do
+		go_build "$1" "$2/$m" "" "github.com/fluxcd/$m"
+		# No --version flag; its usage names the flags the benchmark passes.
+		expect_output "$m" "metrics-addr" "$2/$m" --help
+	done
+	# The CRDs both controllers serve and watch, from the pinned modules.
+	mkdir -p "$2/flux/crds"
+	for m in source-controller kustomize-controller; do
+		src="$(module_dir "$1" "github.com/fluxcd/$m")"
+		cp "$src"/config/crd/bases/*.yaml "$2/flux/crds/"
+	done
+	chmod -R u+w "$2/flux"
 }
 
 build_sops() {
