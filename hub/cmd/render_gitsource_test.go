@@ -11,6 +11,7 @@ import (
 	"github.com/flotilla-gitops/flotilla/pkg/render"
 	"github.com/flotilla-gitops/flotilla/pkg/slice"
 	"github.com/flotilla-gitops/flotilla/test/gitserver"
+	"github.com/flotilla-gitops/flotilla/test/treefile"
 )
 
 // gitSourceFleet is a fleet repo with one application whose source is
@@ -19,13 +20,13 @@ func gitSourceFleet(t *testing.T) (repo string, srv *gitserver.Server, creds str
 	t.Helper()
 	srv = gitserver.Start(t, gitserver.ForgeConfig())
 	up := t.TempDir()
-	writeFiles(t, up, map[string]string{
+	treefile.Write(t, up, map[string]string{
 		"deploy/kustomization.yaml": "resources: [cm.yaml]\n",
 		"deploy/cm.yaml":            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: podinfo\ndata:\n  version: one\n",
 	})
 	srv.MustCreateRepo(t, "podinfo", up)
 	repo = t.TempDir()
-	writeFiles(t, repo, map[string]string{
+	treefile.Write(t, repo, map[string]string{
 		"clusters/member1.yaml": "apiVersion: flotilla.dev/v1alpha1\nkind: Cluster\nmetadata:\n  name: member1\nspec: {}\n",
 		"fleets/dev.yaml":       "apiVersion: flotilla.dev/v1alpha1\nkind: Fleet\nmetadata:\n  name: dev\nspec:\n  clusters: [member1]\n",
 		"apps/podinfo/app.yaml": "apiVersion: flotilla.dev/v1alpha1\nkind: Application\nmetadata:\n  name: podinfo\nspec:\n  namespace: web\n" +
@@ -33,21 +34,8 @@ func gitSourceFleet(t *testing.T) (repo string, srv *gitserver.Server, creds str
 			"    kustomize:\n      path: .\n  syncPolicies:\n    - destination:\n        fleet: dev\n",
 	})
 	creds = t.TempDir()
-	writeFiles(t, creds, map[string]string{"username": gitserver.Maintainer, "password": srv.Password(gitserver.Maintainer)})
+	treefile.Write(t, creds, map[string]string{"username": gitserver.Maintainer, "password": srv.Password(gitserver.Maintainer)})
 	return repo, srv, creds
-}
-
-func writeFiles(t *testing.T, dir string, files map[string]string) {
-	t.Helper()
-	for p, c := range files {
-		full := filepath.Join(dir, filepath.FromSlash(p))
-		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(full, []byte(c), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
 }
 
 // podinfoVersion renders member1's podinfo unit with render.Unit, as the

@@ -12,6 +12,7 @@ import (
 	"github.com/flotilla-gitops/flotilla/pkg/gitrepo"
 	"github.com/flotilla-gitops/flotilla/pkg/gitsource"
 	"github.com/flotilla-gitops/flotilla/test/gitserver"
+	"github.com/flotilla-gitops/flotilla/test/treefile"
 )
 
 // upstream serves "podinfo", a second repository whose deploy/ an
@@ -20,26 +21,13 @@ func upstream(t *testing.T) (*gitserver.Server, gitrepo.Auth) {
 	t.Helper()
 	srv := gitserver.Start(t, gitserver.ForgeConfig())
 	dir := t.TempDir()
-	write(t, dir, map[string]string{
+	treefile.Write(t, dir, map[string]string{
 		"deploy/kustomization.yaml": "resources: [cm.yaml]\n",
 		"deploy/cm.yaml":            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: podinfo\ndata:\n  version: one\n",
 		"README.md":                 "not vendored\n",
 	})
 	srv.MustCreateRepo(t, "podinfo", dir)
 	return srv, gitrepo.Auth{Username: gitserver.Maintainer, Password: srv.Password(gitserver.Maintainer)}
-}
-
-func write(t *testing.T, dir string, files map[string]string) {
-	t.Helper()
-	for p, c := range files {
-		full := filepath.Join(dir, filepath.FromSlash(p))
-		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(full, []byte(c), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
 }
 
 func read(t *testing.T, p string) string {
@@ -213,7 +201,7 @@ func TestVendorRefusesAHostileSource(t *testing.T) {
 	// A branch whose deploy/ links out of the vendored tree into the fleet
 	// repo's clusters/ — and one with a file the agent would never read.
 	work := t.TempDir()
-	write(t, work, map[string]string{"deploy/kustomization.yaml": "resources: [secret.yaml]\n", "deploy/big.yaml": strings.Repeat("#", 64)})
+	treefile.Write(t, work, map[string]string{"deploy/kustomization.yaml": "resources: [secret.yaml]\n", "deploy/big.yaml": strings.Repeat("#", 64)})
 	if err := os.Symlink("../../../clusters/member1.yaml", filepath.Join(work, "deploy", "secret.yaml")); err != nil {
 		t.Fatal(err)
 	}
