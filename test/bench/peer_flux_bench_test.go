@@ -100,13 +100,13 @@ func BenchmarkPeerFlux(b *testing.B) {
 			b.Fatalf("FLOTILLA_BENCH_PEER_FLUX_TIMEOUT: %v", err)
 		}
 	}
-	report := peerReport{loadStart: loadAverage(), started: time.Now()}
+	report := peerReport{loadStart: LoadAverage(), started: time.Now()}
 	for _, n := range sizes {
 		b.Run(fmt.Sprintf("units=%d", n), func(b *testing.B) {
 			report.runs = append(report.runs, benchPeer(b, bins, n, fluxTimeout))
 		})
 	}
-	report.loadEnd = loadAverage()
+	report.loadEnd = LoadAverage()
 	out := filepath.Join(agentproc.ModuleRoot(), "test", "results", "bench-peer-flux.md")
 	if err := os.WriteFile(out, []byte(report.markdown()), 0o644); err != nil {
 		b.Fatal(err)
@@ -186,9 +186,9 @@ func benchPeer(b *testing.B, bins peerBinaries, n int, fluxTimeout time.Duration
 	change := peerChange{srv: srv, dir: dir, tree: tree, app: app, namespace: agentBenchNamespace(n / 2)}
 
 	run := peerRun{units: n}
-	b.Logf("%d units: Flux first (machine load %s)", n, loadAverage())
+	b.Logf("%d units: Flux first (machine load %s)", n, LoadAverage())
 	run.flux, run.fluxTimedOut = benchPeerFlux(b, bins, n, fluxURL, change.with("fleet-flux"), fluxTimeout)
-	b.Logf("%d units: flotilla-agent (machine load %s)", n, loadAverage())
+	b.Logf("%d units: flotilla-agent (machine load %s)", n, LoadAverage())
 	run.agent = benchPeerAgent(b, n, agentURL, change.with("fleet"))
 	if run.fluxTimedOut {
 		run.note = fmt.Sprintf("Flux had applied %d of %d units at the head commit when the cap of %s ran out: its cold figure is a lower bound and the later phases were not run.", run.flux.applied, n, fluxTimeout)
@@ -245,7 +245,7 @@ func (ps peerProcs) cpu() (d time.Duration) {
 // kib sums a /proc/<pid>/status field over the processes, in bytes.
 func (ps peerProcs) bytes(field string) (n int64) {
 	for _, p := range ps {
-		n += p.procKiB(field) << 10
+		n += p.StatusKiB(field) << 10
 	}
 	return n
 }
@@ -315,7 +315,7 @@ func benchPeerFlux(b *testing.B, bins peerBinaries, n int, url string, change pe
 	side.applied = applied
 	side.cold = time.Since(start)
 	side.coldCPU, side.coldAPI, side.coldGit = meter.read()
-	b.Logf("Flux cold: %d of %d units applied at %s in %s; CPU %s; API %+v; Git %+v; load %s", applied, n, head[:8], side.cold.Round(time.Millisecond), side.coldCPU.Round(time.Millisecond), side.coldAPI, side.coldGit, loadAverage())
+	b.Logf("Flux cold: %d of %d units applied at %s in %s; CPU %s; API %+v; Git %+v; load %s", applied, n, head[:8], side.cold.Round(time.Millisecond), side.coldCPU.Round(time.Millisecond), side.coldAPI, side.coldGit, LoadAverage())
 	if errors.Is(err, context.DeadlineExceeded) {
 		side.peak = procs.stop()
 		return side, true
@@ -376,7 +376,7 @@ func benchPeerAgent(b *testing.B, n int, url string, change peerChange) peerSide
 	// The status commit of the cold cycle is part of its Git cost.
 	peerWaitStatusPush(b, change.srv, change.repo, meter.git)
 	side.coldCPU, side.coldAPI, side.coldGit = meter.read()
-	b.Logf("flotilla-agent cold: %d units applied in %s (cycle %s); CPU %s; API %+v; Git %+v; load %s", n, side.cold.Round(time.Millisecond), recDuration(cold).Round(time.Millisecond), side.coldCPU.Round(time.Millisecond), side.coldAPI, side.coldGit, loadAverage())
+	b.Logf("flotilla-agent cold: %d units applied in %s (cycle %s); CPU %s; API %+v; Git %+v; load %s", n, side.cold.Round(time.Millisecond), recDuration(cold).Round(time.Millisecond), side.coldCPU.Round(time.Millisecond), side.coldAPI, side.coldGit, LoadAverage())
 	if got := peerCountDeployments(ctx, b, c.Client(), client.MatchingLabels{"app.kubernetes.io/managed-by": "flotilla"}); got != n {
 		b.Fatalf("%d Deployments applied by flotilla-agent, want %d", got, n)
 	}
