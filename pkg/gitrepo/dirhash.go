@@ -6,7 +6,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"sort"
 
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/filemode"
@@ -91,19 +90,8 @@ func dirTree(st *memory.Storage, dir, rel string) (plumbing.Hash, bool, error) {
 	if len(tree.Entries) == 0 {
 		return plumbing.ZeroHash, true, nil
 	}
-	// Git orders entries by name, a directory's name as if it ended in "/".
-	key := func(e object.TreeEntry) string {
-		if e.Mode == filemode.Dir {
-			return e.Name + "/"
-		}
-		return e.Name
-	}
-	sort.Slice(tree.Entries, func(i, j int) bool { return key(tree.Entries[i]) < key(tree.Entries[j]) })
-	obj := st.NewEncodedObject()
-	if err := tree.Encode(obj); err != nil {
-		return plumbing.ZeroHash, false, err
-	}
-	return obj.Hash(), false, nil
+	h, err := storeEntries(st, tree.Entries)
+	return h, false, err
 }
 
 // fileBlobHash hashes a file as a Git blob, streaming its content.

@@ -124,7 +124,8 @@ func CutSlices(repoDir, rev string, paths map[string][]string) (map[string]strin
 		if filter == nil {
 			return nil, fmt.Errorf("cluster %s: no paths, or the whole tree", cluster)
 		}
-		proofs := map[string]object.TreeEntry{SliceProofDir + "/commit": {Mode: filemode.Regular, Hash: commitBlob}}
+		// The proof's files, by their path inside SliceProofDir.
+		proofs := map[string]object.TreeEntry{"commit": {Mode: filemode.Regular, Hash: commitBlob}}
 		cut, err := cutTree(repo.Storer, root, "", filter, proofs, proofBlobs)
 		if err != nil {
 			return nil, fmt.Errorf("cluster %s: %w", cluster, err)
@@ -133,15 +134,7 @@ func CutSlices(repoDir, rev string, paths map[string][]string) (map[string]strin
 		if err != nil {
 			return nil, err
 		}
-		proofSub, err := object.GetTree(repo.Storer, proofTree)
-		if err != nil {
-			return nil, err
-		}
-		pe, err := proofSub.FindEntry(SliceProofDir)
-		if err != nil {
-			return nil, err
-		}
-		entries := append(cut, object.TreeEntry{Name: SliceProofDir, Mode: filemode.Dir, Hash: pe.Hash})
+		entries := append(cut, object.TreeEntry{Name: SliceProofDir, Mode: filemode.Dir, Hash: proofTree})
 		tree, err := storeEntries(repo.Storer, entries)
 		if err != nil {
 			return nil, err
@@ -221,7 +214,7 @@ func cutTree(st storage.Storer, t *object.Tree, dir string, filter pathFilter, p
 	}
 	// Named by the directory's path in hex: unique whatever main's names,
 	// and stable, so that Git deltas a directory's proof against its last.
-	proofs[SliceProofDir+"/trees/d"+hex.EncodeToString([]byte(dir))] = object.TreeEntry{Mode: filemode.Regular, Hash: blob}
+	proofs["trees/d"+hex.EncodeToString([]byte(dir))] = object.TreeEntry{Mode: filemode.Regular, Hash: blob}
 	var out []object.TreeEntry
 	for _, e := range t.Entries {
 		p := path.Join(dir, e.Name)
@@ -268,20 +261,30 @@ func storeEntries(st storage.Storer, entries []object.TreeEntry) (plumbing.Hash,
 }
 
 func storeBlob(st storage.Storer, content []byte) (plumbing.Hash, error) {
-	obj := st.NewEncodedObject()
-	obj.SetType(plumbing.BlobObject)
-	obj.SetSize(int64(len(content)))
-	w, err := obj.Writer()
+	obj, err := newRawObject(st, plumbing.BlobObject, content)
 	if err != nil {
 		return plumbing.ZeroHash, err
 	}
+	return st.SetEncodedObject(obj)
+}
+
+// newRawObject is an object of type t holding content (what rawObject
+// reads back), not yet stored.
+func newRawObject(st storage.Storer, t plumbing.ObjectType, content []byte) (plumbing.EncodedObject, error) {
+	obj := st.NewEncodedObject()
+	obj.SetType(t)
+	obj.SetSize(int64(len(content)))
+	w, err := obj.Writer()
+	if err != nil {
+		return nil, err
+	}
 	if _, err := w.Write(content); err != nil {
-		return plumbing.ZeroHash, err
+		return nil, err
 	}
 	if err := w.Close(); err != nil {
-		return plumbing.ZeroHash, err
+		return nil, err
 	}
-	return st.SetEncodedObject(obj)
+	return obj, nil
 }
 
 // rawObject is an object's content as Git hashes it (without the header).
@@ -353,17 +356,10 @@ func verifySlice(st storage.Storer, c *object.Commit) (*object.Commit, error) {
 	if rawCommit == nil || plumbing.ComputeHash(plumbing.CommitObject, rawCommit) != src {
 		return nil, fmt.Errorf("%w: slice commit %s: the proof does not hold main commit %s", ErrBadSlice, c.Hash, src)
 	}
-	obj := st.NewEncodedObject()
-	obj.SetType(plumbing.CommitObject)
-	obj.SetSize(int64(len(rawCommit)))
-	w, err := obj.Writer()
+	obj, err := newRawObject(st, plumbing.CommitObject, rawCommit)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := w.Write(rawCommit); err != nil {
-		return nil, err
-	}
-	w.Close()
 	main, err := object.DecodeCommit(st, obj)
 	if err != nil {
 		return nil, fmt.Errorf("%w: main commit %s: %w", ErrBadSlice, src, err)
