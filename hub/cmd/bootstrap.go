@@ -29,6 +29,7 @@ type bootstrapOptions struct {
 	repoURL           string
 	branch            string
 	interval          time.Duration
+	gitTransport      string
 	namespace         string
 	credentialsSecret string
 	image             string
@@ -89,8 +90,10 @@ create the credentials Secret in the cluster and apply the manifests.`,
     --from-literal=username=git --from-file=password=./token
   kubectl apply --server-side -f member3-agent.yaml
 
-  # An edge cluster, SSH access with your own Secret, manifests as a Kustomize directory
-  flotilla bootstrap edge-7 --label type=edge,env=production \
+  # An edge cluster that fetches only its slice (the fleet repo's CI runs
+  # flotilla publish after every merge), SSH access with your own Secret,
+  # manifests as a Kustomize directory
+  flotilla bootstrap edge-7 --label type=edge,env=production --git-transport slice \
     --repo-url ssh://git@git.example.com/platform/fleet.git \
     --credentials-secret fleet-deploy-key -o kustomize-dir --output-dir ./install/edge-7
 
@@ -111,6 +114,7 @@ create the credentials Secret in the cluster and apply the manifests.`,
 	f.StringVar(&o.repoURL, "repo-url", "", "fleet repo URL as the agent reaches it, https:// or ssh:// (default: the origin remote of --repo)")
 	f.StringVar(&o.branch, "branch", bootstrap.DefaultBranch, "branch the agent follows")
 	f.DurationVar(&o.interval, "interval", 0, "agent reconcile interval (default: the manifests' 1m)")
+	f.StringVar(&o.gitTransport, "git-transport", "", "what the agent fetches: branch (the whole tree of --branch) or slice (its slice ref, which CI must publish after every merge: the template's flotilla-publish job) (default: the manifests' branch)")
 	f.StringVar(&o.namespace, "namespace", bootstrap.DefaultNamespace, "namespace of the agent")
 	f.StringVar(&o.credentialsSecret, "credentials-secret", bootstrap.DefaultCredentialsSecret, "Secret with the Git credentials, in --namespace")
 	f.StringVar(&o.image, "image", bootstrap.DefaultImage(), "agent image (name:tag or name@digest)")
@@ -146,7 +150,7 @@ func runBootstrap(c *cobra.Command, cluster string, o *bootstrapOptions) error {
 		return err
 	}
 	install := bootstrap.InstallOptions{
-		Cluster: cluster, RepoURL: repoURL, Branch: o.branch, Interval: o.interval,
+		Cluster: cluster, RepoURL: repoURL, Branch: o.branch, Interval: o.interval, GitTransport: o.gitTransport,
 		Namespace: o.namespace, CredentialsSecret: o.credentialsSecret, Image: o.image,
 		SOPSAgeKey: ageKey,
 	}

@@ -47,6 +47,10 @@ const (
 	StatusRefAnnotation = "flotilla.dev/status-ref"
 	// BaseDir is where a kustomize-dir install keeps its copy of the base.
 	BaseDir = "base"
+	// GitTransportBranch and GitTransportSlice are the values of the
+	// agent's --git-transport.
+	GitTransportBranch = "branch"
+	GitTransportSlice  = "slice"
 )
 
 // Paths inside the agent's pod, fixed by the DaemonSet of manifests/base.
@@ -80,6 +84,11 @@ type InstallOptions struct {
 	Branch string
 	// Interval between reconciles; the base's (1m) when zero.
 	Interval time.Duration
+	// GitTransport is what the agent fetches: GitTransportBranch (the
+	// whole tree of Branch) or GitTransportSlice (the cluster's slice ref,
+	// which `flotilla publish` must then cut after every merge); the
+	// base's (branch) when empty.
+	GitTransport string
 	// Namespace of the agent; DefaultNamespace when empty.
 	Namespace string
 	// CredentialsSecret names the Secret with the Git credentials. Empty or
@@ -132,6 +141,11 @@ func (o InstallOptions) withDefaults() (InstallOptions, error) {
 	}
 	if o.Interval < 0 {
 		bad("interval must not be negative")
+	}
+	switch o.GitTransport {
+	case "", GitTransportBranch, GitTransportSlice:
+	default:
+		bad("git transport %q: want %s or %s", o.GitTransport, GitTransportBranch, GitTransportSlice)
 	}
 	if errs := validation.IsDNS1123Label(o.Namespace); len(errs) > 0 {
 		bad("namespace %q: %s", o.Namespace, strings.Join(errs, "; "))
@@ -281,6 +295,9 @@ func (o InstallOptions) settings() []Setting {
 	}
 	if o.Interval > 0 {
 		s = append(s, Setting{Flag: "interval", Value: shortDuration(o.Interval)})
+	}
+	if o.GitTransport != "" {
+		s = append(s, Setting{Flag: "git-transport", Value: o.GitTransport})
 	}
 	return s
 }

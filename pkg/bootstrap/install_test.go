@@ -46,6 +46,9 @@ func TestInstallOptionsValidation(t *testing.T) {
 		{"branch .lock", func(o *InstallOptions) { o.Branch = "main.lock" }, false},
 		{"branch leading dash", func(o *InstallOptions) { o.Branch = "-main" }, false},
 		{"negative interval", func(o *InstallOptions) { o.Interval = -time.Second }, false},
+		{"slice transport", func(o *InstallOptions) { o.GitTransport = GitTransportSlice }, true},
+		{"branch transport", func(o *InstallOptions) { o.GitTransport = GitTransportBranch }, true},
+		{"unknown transport", func(o *InstallOptions) { o.GitTransport = "tree" }, false},
 		{"namespace", func(o *InstallOptions) { o.Namespace = "flotilla" }, true},
 		{"bad namespace", func(o *InstallOptions) { o.Namespace = "Flotilla" }, false},
 		{"secret", func(o *InstallOptions) { o.CredentialsSecret = "fleet.deploy-key" }, true},
@@ -148,7 +151,7 @@ func TestDefaultImage(t *testing.T) {
 func TestInstallOverlayGolden(t *testing.T) {
 	o := InstallOptions{
 		Cluster: "edge-7", RepoURL: "ssh://git@git.example.com/platform/fleet.git", Branch: "production",
-		Interval: 5 * time.Minute, Namespace: "flotilla", CredentialsSecret: "fleet-deploy-key",
+		Interval: 5 * time.Minute, GitTransport: GitTransportSlice, Namespace: "flotilla", CredentialsSecret: "fleet-deploy-key",
 		Image: "registry.example.com/mirror/flotilla-agent:v0.2.0",
 	}
 	files, err := InstallFiles(o)

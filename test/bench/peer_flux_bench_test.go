@@ -16,12 +16,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/flotilla-gitops/flotilla/test/agentproc"
 	"github.com/flotilla-gitops/flotilla/test/gitserver"
@@ -79,6 +81,7 @@ var peerFluxArgs = []string{"--watch-all-namespaces=true", "--enable-leader-elec
 // to apply everything (default 20m): past it, Flux's figures are those of a
 // run that did not finish. It is skipped unless bin/ holds the controllers.
 func BenchmarkPeerFlux(b *testing.B) {
+	ctrllog.SetLogger(logr.Discard())
 	bins, err := peerFluxBinaries()
 	if err != nil {
 		b.Skipf("Flux controllers not built (run `tools/build.sh bin flux` or `make bench-flux`): %v", err)

@@ -1,0 +1,219 @@
+package cmd
+
+import (
+	"maps"
+	"net"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/flotilla-gitops/flotilla/pkg/gitrepo"
+	"github.com/flotilla-gitops/flotilla/pkg/slice"
+	"github.com/flotilla-gitops/flotilla/test/gitserver"
+)
+
+// asCLIEnv makes this test binary the flotilla CLI (TestMain), so a test
+// can run the template's CI shell as written, with `flotilla` on PATH.
+const asCLIEnv = "FLOTILLA_TEST_AS_CLI"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(asCLIEnv) == "1" {
+		os.Exit(Execute())
+	}
+	os.Exit(m.Run())
+}
+
+// TestTemplatePublishCI runs the shell of the template's publish jobs
+// (GitHub Actions and GitLab CI) as written there, each time in a fresh
+// shallow clone as CI has, against the real Git smart-HTTP server: the
+// first run creates one slice ref per cluster naming main's head; after a
+// merge each slice commit is a child of the cluster's last (so agents fetch
+// only what changed) and names the new head; a run with nothing merged
+// moves no ref.
+func TestTemplatePublishCI(t *testing.T) {
+	clusters := []string{"edge-1", "member1", "member2"}
+	srv := gitserver.Start(t, gitserver.ForgeConfig())
+	const token = "publish-token"
+	if err := srv.AddUser("oauth2", token, gitserver.Rule{User: "oauth2", Refs: []string{gitrepo.SliceRefPrefix + "*"}, Force: true}); err != nil {
+		t.Fatal(err)
+	}
+	host, port, err := net.SplitHostPort(srv.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cli := cliOnPath(t)
+
+	cases := []struct {
+		file   string
+		script func(t *testing.T, doc map[string]any) string
+		env    func(repo string) []string
+	}{
+		{".github/workflows/flotilla-publish.yml", githubStep("publish", "Publish slices"), func(string) []string { return nil }},
+		{".gitlab/flotilla-publish.yml", gitlabScript("flotilla-publish"), func(repo string) []string {
+			return []string{"CI_SERVER_PROTOCOL=http", "CI_SERVER_HOST=" + host, "CI_SERVER_PORT=" + port,
+				"CI_PROJECT_PATH=" + repo, "CI_DEFAULT_BRANCH=main", "FLOTILLA_PUBLISH_TOKEN=" + token}
+		}},
+	}
+	for i, tc := range cases {
+		t.Run(tc.file, func(t *testing.T) {
+			data, err := os.ReadFile(filepath.Join(templateDir, tc.file))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var doc map[string]any
+			if err := yaml.Unmarshal(data, &doc); err != nil {
+				t.Fatalf("%s: %v", tc.file, err)
+			}
+			script := tc.script(t, doc)
+			if lines := ciCommandLines(script); len(lines) != 1 || !strings.HasPrefix(lines[0], "flotilla publish ") {
+				t.Fatalf("%s runs %q, want one flotilla publish", tc.file, lines)
+			}
+			repo := "fleet-" + string(rune('a'+i))
+			srv.MustCreateRepo(t, repo, templateDir)
+			env := append(os.Environ(), "PATH="+cli+string(os.PathListSeparator)+os.Getenv("PATH"), asCLIEnv+"=1",
+				"HOME="+t.TempDir(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1", "GIT_TERMINAL_PROMPT=0")
+			env = append(env, tc.env(repo)...)
+			publish := func() map[string]string {
+				t.Helper()
+				clone := filepath.Join(t.TempDir(), "clone")
+				runIn(t, "", env, "git", "clone", "-q", "--depth", "1", "--branch", "main", srv.UserURL(repo, gitserver.Maintainer), clone)
+				runIn(t, clone, env, "bash", "-e", "-c", script)
+				return sliceRefs(t, srv, repo, clusters)
+			}
+
+			first := publish()
+			head := srv.Head(repo, "main")
+			for _, c := range clusters {
+				if src := sliceSource(t, srv, repo, first[c]); src != head {
+					t.Errorf("%s: the first slice names main commit %s, want the head %s", c, src, head)
+				}
+			}
+
+			file := path.Join(slice.ClusterDir("member1"), "mysql-db", "values.yaml")
+			old, err := os.ReadFile(filepath.Join(templateDir, filepath.FromSlash(file)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			merged := srv.Commit(t, repo, gitserver.Maintainer, map[string]string{file: string(old) + "# a merged change\n"}, nil, "a change to member1")
+			second := publish()
+			for _, c := range clusters {
+				if second[c] == first[c] {
+					t.Errorf("%s: the slice ref did not move after the merge", c)
+					continue
+				}
+				if parent := gitIn(t, srv.RepoPath(repo), "rev-parse", second[c]+"^"); parent != first[c] {
+					t.Errorf("%s: the new slice commit's parent is %s, want the last slice %s", c, parent, first[c])
+				}
+				if src := sliceSource(t, srv, repo, second[c]); src != merged {
+					t.Errorf("%s: the slice names main commit %s, want the merge %s", c, src, merged)
+				}
+			}
+
+			if third := publish(); !maps.Equal(third, second) {
+				t.Errorf("publishing with nothing merged moved slice refs: %v → %v", second, third)
+			}
+		})
+	}
+}
+
+// cliOnPath returns a directory holding `flotilla`, this test binary (it
+// is the CLI when asCLIEnv is set).
+func cliOnPath(t *testing.T) string {
+	t.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := os.Symlink(self, filepath.Join(dir, "flotilla")); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// githubStep returns the run script of a GitHub Actions job's named step.
+func githubStep(job, step string) func(*testing.T, map[string]any) string {
+	return func(t *testing.T, doc map[string]any) string {
+		t.Helper()
+		jobs, _ := doc["jobs"].(map[string]any)
+		j, _ := jobs[job].(map[string]any)
+		steps, _ := j["steps"].([]any)
+		for _, s := range steps {
+			if m, _ := s.(map[string]any); m["name"] == step {
+				if run, ok := m["run"].(string); ok {
+					return run
+				}
+			}
+		}
+		t.Fatalf("no step %q with a run script in job %q", step, job)
+		return ""
+	}
+}
+
+// gitlabScript returns a GitLab CI job's script lines as one shell script.
+func gitlabScript(job string) func(*testing.T, map[string]any) string {
+	return func(t *testing.T, doc map[string]any) string {
+		t.Helper()
+		j, _ := doc[job].(map[string]any)
+		lines, _ := j["script"].([]any)
+		var sb strings.Builder
+		for _, l := range lines {
+			s, ok := l.(string)
+			if !ok {
+				t.Fatalf("job %q: script line %v is not a string", job, l)
+			}
+			sb.WriteString(s + "\n")
+		}
+		if sb.Len() == 0 {
+			t.Fatalf("no job %q with a script", job)
+		}
+		return sb.String()
+	}
+}
+
+func runIn(t *testing.T, dir string, env []string, name string, args ...string) {
+	t.Helper()
+	cmd := exec.Command(name, args...)
+	cmd.Dir, cmd.Env = dir, env
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
+	}
+}
+
+func gitIn(t *testing.T, gitDir string, args ...string) string {
+	t.Helper()
+	out, err := exec.Command("git", append([]string{"--git-dir=" + gitDir}, args...)...).Output()
+	if err != nil {
+		t.Fatalf("git %v: %v", args, err)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// sliceRefs reads every cluster's slice ref on the server.
+func sliceRefs(t *testing.T, srv *gitserver.Server, repo string, clusters []string) map[string]string {
+	t.Helper()
+	refs, err := srv.Refs(repo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, c := range clusters {
+		h, ok := refs[gitrepo.SliceRef(c)]
+		if !ok {
+			t.Fatalf("the server has no %s (refs %v)", gitrepo.SliceRef(c), refs)
+		}
+		out[c] = h
+	}
+	return out
+}
+
+// sliceSource is the main commit a slice commit names.
+func sliceSource(t *testing.T, srv *gitserver.Server, repo, commit string) string {
+	t.Helper()
+	return gitIn(t, srv.RepoPath(repo), "log", "-1", "--format=%(trailers:key="+gitrepo.SliceSourceTrailer+",valueonly)", commit)
+}
