@@ -70,7 +70,7 @@ func benchTransport(b *testing.B, clusters int) {
 	srv := gitserver.Start(b, gitserver.ForgeConfig())
 	url := srv.MustCreateRepo(b, "fleet", dir)
 	tree := agentBenchTree(b, dir)
-	statusRefs(b, srv, clusters)
+	statusRefs(b, srv, "fleet", clusters)
 
 	creds := b.TempDir()
 	for name, v := range map[string]string{"username": gitserver.Maintainer, "password": srv.Password(gitserver.Maintainer)} {
@@ -213,12 +213,12 @@ func benchTransport(b *testing.B, clusters int) {
 	b.Logf("load average %s", LoadAverage())
 }
 
-// statusRefs gives the fleet repo one status ref per cluster, as when the
+// statusRefs gives the fleet repo name one status ref per cluster, as when the
 // agents write status there (what a v0 poll downloads the names of).
-func statusRefs(b *testing.B, srv *gitserver.Server, clusters int) {
+func statusRefs(b *testing.B, srv *gitserver.Server, name string, clusters int) {
 	b.Helper()
-	repo := srv.RepoPath("fleet")
-	head := srv.Head("fleet", "main")
+	repo := srv.RepoPath(name)
+	head := srv.Head(name, "main")
 	var in strings.Builder
 	for i := 0; i < clusters; i++ {
 		fmt.Fprintf(&in, "create %s %s\n", gitserver.StatusRef(ClusterName(i)), head)
