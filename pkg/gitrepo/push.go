@@ -17,6 +17,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/filemode"
 	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/go-git/go-git/v5/plumbing/storer"
 	"github.com/go-git/go-git/v5/storage"
 	"github.com/go-git/go-git/v5/storage/memory"
 )
@@ -448,7 +449,7 @@ type treeNode struct {
 }
 
 // buildTree stores the nested trees for a flat path → entry map.
-func buildTree(st storage.Storer, flat map[string]object.TreeEntry) (plumbing.Hash, error) {
+func buildTree(st storer.EncodedObjectStorer, flat map[string]object.TreeEntry) (plumbing.Hash, error) {
 	root := &treeNode{files: map[string]object.TreeEntry{}, dirs: map[string]*treeNode{}}
 	for p, e := range flat {
 		n := root
@@ -467,7 +468,7 @@ func buildTree(st storage.Storer, flat map[string]object.TreeEntry) (plumbing.Ha
 	return storeTree(st, root)
 }
 
-func storeTree(st storage.Storer, n *treeNode) (plumbing.Hash, error) {
+func storeTree(st storer.EncodedObjectStorer, n *treeNode) (plumbing.Hash, error) {
 	var entries []object.TreeEntry
 	for _, e := range n.files {
 		entries = append(entries, e)

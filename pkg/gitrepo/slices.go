@@ -32,6 +32,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/filemode"
 	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/go-git/go-git/v5/plumbing/storer"
 	"github.com/go-git/go-git/v5/storage"
 )
 
@@ -83,7 +84,11 @@ func CutSlices(repoDir, rev string, paths map[string][]string) (map[string]strin
 	if _, err := root.FindEntry(SliceProofDir); err == nil {
 		return nil, fmt.Errorf("%s: %w: the tree has a top-level %s", main.Hash, ErrBadSlice, SliceProofDir)
 	}
-	commitBlob, err := storeBlob(repo.Storer, raw)
+	// New objects are staged in memory and written as one pack before any
+	// ref moves: tens of thousands of loose object files cost more than
+	// the cut, and a failed cut leaves the refs as they were.
+	st := newStagedObjects(repo.Storer)
+	commitBlob, err := storeBlob(st, raw)
 	if err != nil {
 		return nil, err
 	}
@@ -93,6 +98,7 @@ func CutSlices(repoDir, rev string, paths map[string][]string) (map[string]strin
 	}
 	sort.Strings(clusters)
 	out := map[string]string{}
+	var moved []*plumbing.Reference
 	// Main's directories shared by many slices are copied into a proof
 	// blob once.
 	proofBlobs := map[plumbing.Hash]plumbing.Hash{}
@@ -126,16 +132,16 @@ func CutSlices(repoDir, rev string, paths map[string][]string) (map[string]strin
 		}
 		// The proof's files, by their path inside SliceProofDir.
 		proofs := map[string]object.TreeEntry{"commit": {Mode: filemode.Regular, Hash: commitBlob}}
-		cut, err := cutTree(repo.Storer, root, "", filter, proofs, proofBlobs)
+		cut, err := cutTree(st, root, "", filter, proofs, proofBlobs)
 		if err != nil {
 			return nil, fmt.Errorf("cluster %s: %w", cluster, err)
 		}
-		proofTree, err := buildTree(repo.Storer, proofs)
+		proofTree, err := buildTree(st, proofs)
 		if err != nil {
 			return nil, err
 		}
 		entries := append(cut, object.TreeEntry{Name: SliceProofDir, Mode: filemode.Dir, Hash: proofTree})
-		tree, err := storeEntries(repo.Storer, entries)
+		tree, err := storeEntries(st, entries)
 		if err != nil {
 			return nil, err
 		}
@@ -154,18 +160,24 @@ func CutSlices(repoDir, rev string, paths map[string][]string) (map[string]strin
 			Author: who, Committer: who, TreeHash: tree, ParentHashes: parents,
 			Message: fmt.Sprintf("slice %s of %s\n\n%s: %s\n", cluster, main.Hash, SliceSourceTrailer, main.Hash),
 		}
-		obj := repo.Storer.NewEncodedObject()
+		obj := st.NewEncodedObject()
 		if err := c.Encode(obj); err != nil {
 			return nil, err
 		}
-		ch, err := repo.Storer.SetEncodedObject(obj)
+		ch, err := st.SetEncodedObject(obj)
 		if err != nil {
 			return nil, err
 		}
-		if err := repo.Storer.SetReference(plumbing.NewHashReference(ref, ch)); err != nil {
+		moved = append(moved, plumbing.NewHashReference(ref, ch))
+		out[cluster] = ch.String()
+	}
+	if err := st.writePack(); err != nil {
+		return nil, fmt.Errorf("store the slices: %w", err)
+	}
+	for _, r := range moved {
+		if err := repo.Storer.SetReference(r); err != nil {
 			return nil, err
 		}
-		out[cluster] = ch.String()
 	}
 	return out, nil
 }
@@ -200,7 +212,7 @@ func PushSlices(ctx context.Context, repoDir, remote string, auth Auth, timeout 
 // filter: selected entries as they are, directories leading to a selected
 // path pruned recursively. Every directory it descends into adds its raw
 // tree object to proofs.
-func cutTree(st storage.Storer, t *object.Tree, dir string, filter pathFilter, proofs map[string]object.TreeEntry, blobs map[plumbing.Hash]plumbing.Hash) ([]object.TreeEntry, error) {
+func cutTree(st storer.EncodedObjectStorer, t *object.Tree, dir string, filter pathFilter, proofs map[string]object.TreeEntry, blobs map[plumbing.Hash]plumbing.Hash) ([]object.TreeEntry, error) {
 	blob, ok := blobs[t.Hash]
 	if !ok {
 		raw, err := rawObject(st, plumbing.TreeObject, t.Hash)
@@ -244,7 +256,7 @@ func cutTree(st storage.Storer, t *object.Tree, dir string, filter pathFilter, p
 
 // storeEntries stores a tree of entries, sorted in Git's order (by name, a
 // tree's name compared as if it ended in "/").
-func storeEntries(st storage.Storer, entries []object.TreeEntry) (plumbing.Hash, error) {
+func storeEntries(st storer.EncodedObjectStorer, entries []object.TreeEntry) (plumbing.Hash, error) {
 	key := func(e object.TreeEntry) string {
 		if e.Mode == filemode.Dir {
 			return e.Name + "/"
@@ -260,7 +272,7 @@ func storeEntries(st storage.Storer, entries []object.TreeEntry) (plumbing.Hash,
 	return st.SetEncodedObject(obj)
 }
 
-func storeBlob(st storage.Storer, content []byte) (plumbing.Hash, error) {
+func storeBlob(st storer.EncodedObjectStorer, content []byte) (plumbing.Hash, error) {
 	obj, err := newRawObject(st, plumbing.BlobObject, content)
 	if err != nil {
 		return plumbing.ZeroHash, err
@@ -270,7 +282,7 @@ func storeBlob(st storage.Storer, content []byte) (plumbing.Hash, error) {
 
 // newRawObject is an object of type t holding content (what rawObject
 // reads back), not yet stored.
-func newRawObject(st storage.Storer, t plumbing.ObjectType, content []byte) (plumbing.EncodedObject, error) {
+func newRawObject(st storer.EncodedObjectStorer, t plumbing.ObjectType, content []byte) (plumbing.EncodedObject, error) {
 	obj := st.NewEncodedObject()
 	obj.SetType(t)
 	obj.SetSize(int64(len(content)))
@@ -288,7 +300,7 @@ func newRawObject(st storage.Storer, t plumbing.ObjectType, content []byte) (plu
 }
 
 // rawObject is an object's content as Git hashes it (without the header).
-func rawObject(st storage.Storer, t plumbing.ObjectType, h plumbing.Hash) ([]byte, error) {
+func rawObject(st storer.EncodedObjectStorer, t plumbing.ObjectType, h plumbing.Hash) ([]byte, error) {
 	obj, err := st.EncodedObject(t, h)
 	if err != nil {
 		return nil, fmt.Errorf("object %s: %w", h, err)

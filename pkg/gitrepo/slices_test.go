@@ -37,6 +37,7 @@ func cutAndPublish(t *testing.T, srv *gitserver.Server) map[string]string {
 	clone := filepath.Join(t.TempDir(), "clone")
 	run(t, "", "git", "clone", "-q", "--bare", srv.UserURL("fleet", gitserver.Maintainer), clone)
 	run(t, clone, "git", "fetch", "-q", "origin", "+refs/flotilla/slices/*:refs/flotilla/slices/*")
+	loose := run(t, clone, "git", "count-objects")
 	got, err := gitrepo.CutSlices(clone, "main", map[string][]string{
 		"member1": member1Paths,
 		"member2": {"rendered/member2", "apps/db"},
@@ -44,6 +45,12 @@ func cutAndPublish(t *testing.T, srv *gitserver.Server) map[string]string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The cut wrote one pack, no loose objects, and git finds the slices
+	// complete and well formed.
+	if after := run(t, clone, "git", "count-objects"); after != loose {
+		t.Errorf("the cut wrote loose objects: %s before, %s after", loose, after)
+	}
+	run(t, clone, "git", "fsck", "--strict", "--no-dangling")
 	if err := gitrepo.PushSlices(context.Background(), clone, srv.URL("fleet"), userAuth(srv, gitserver.Maintainer), 0); err != nil {
 		t.Fatal(err)
 	}
