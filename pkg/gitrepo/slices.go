@@ -184,7 +184,9 @@ func CutSlices(repoDir, rev string, paths map[string][]string) (map[string]strin
 
 // PushSlices pushes every slice ref of the local repository repoDir to
 // remote in one push (forced: a slice ref follows main, wherever the
-// publisher's last run left it).
+// publisher's last run left it). The pack holds only what the slices add
+// to main and to the remote's previous slices (pushSlicesExact), unless
+// the remote lacks their main commit or previous slice.
 func PushSlices(ctx context.Context, repoDir, remote string, auth Auth, timeout time.Duration) error {
 	ep, err := auth.endpoint(remote, timeoutOr(timeout))
 	if err != nil {
@@ -196,6 +198,13 @@ func PushSlices(ctx context.Context, repoDir, remote string, auth Auth, timeout 
 	}
 	opCtx, cancel := context.WithTimeout(ctx, timeoutOr(timeout))
 	defer cancel()
+	err = pushSlicesExact(opCtx, repo.Storer, ep)
+	if !errors.Is(err, errNeedsWalk) {
+		if err == nil {
+			return nil
+		}
+		return classify(ctx, "push", ep.redacted, err)
+	}
 	rem := git.NewRemote(repo.Storer, &config.RemoteConfig{Name: "origin", URLs: []string{ep.url}})
 	err = rem.PushContext(opCtx, &git.PushOptions{
 		RefSpecs: []config.RefSpec{config.RefSpec("+" + SliceRefPrefix + "*:" + SliceRefPrefix + "*")},

@@ -218,3 +218,71 @@ func TestSliceRefusesForgery(t *testing.T) {
 		})
 	}
 }
+
+// TestPushSlicesExact: publishing pushes what the slices add to main and
+// to the server's previous slices, found without walking main; the server
+// (git receive-pack, which checks that every pushed ref is complete)
+// takes it, first and after a merge, and fsck finds nothing missing.
+// Slices of a main commit the server lacks, or that do not follow the
+// server's slice ref, need the walk: PushSlices then pushes with it.
+func TestPushSlicesExact(t *testing.T) {
+	srv, auth := fleet(t, sliceFleet)
+	ctx := context.Background()
+	serverRepo := srv.RepoPath("fleet")
+	paths := map[string][]string{"member1": member1Paths, "member2": {"rendered/member2", "apps/db"}}
+	clone := filepath.Join(t.TempDir(), "clone")
+	run(t, "", "git", "clone", "-q", "--bare", srv.UserURL("fleet", gitserver.Maintainer), clone)
+	publish := func(exact bool) {
+		t.Helper()
+		if _, err := gitrepo.CutSlices(clone, "main", paths); err != nil {
+			t.Fatal(err)
+		}
+		var err error
+		if exact {
+			err = gitrepo.PushSlicesExact(ctx, clone, srv.URL("fleet"), auth)
+		} else {
+			err = gitrepo.PushSlices(ctx, clone, srv.URL("fleet"), auth, 0)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		run(t, "", "git", "--git-dir="+serverRepo, "fsck", "--strict", "--no-dangling")
+		for cluster := range paths {
+			ref := gitrepo.SliceRef(cluster)
+			if l, r := run(t, "", "git", "--git-dir="+clone, "rev-parse", ref), run(t, "", "git", "--git-dir="+serverRepo, "rev-parse", ref); l != r {
+				t.Fatalf("%s: the server has %s, the publisher %s", ref, r, l)
+			}
+		}
+	}
+	publish(true)
+	srv.Commit(t, "fleet", gitserver.Maintainer, map[string]string{"rendered/member1/web/kust.yaml": "resources: [a.yaml]\n", "apps/db/manifests/sts.yaml": "kind: StatefulSet # v2\n"}, nil, "a merge")
+	run(t, clone, "git", "fetch", "-q", "origin", "+refs/heads/main:refs/heads/main")
+	publish(true)
+	before := srv.Stats("fleet")
+	publish(true) // nothing to push
+	if d := srv.Stats("fleet").Sub(before); d.ReceivePacks != 0 {
+		t.Errorf("publishing again pushed: %+v", d)
+	}
+
+	// A main commit only the publisher has.
+	local := run(t, "", "git", "--git-dir="+clone, "-c", "user.name=p", "-c", "user.email=p@example.com", "commit-tree", "main^{tree}", "-p", "main", "-m", "not pushed")
+	run(t, "", "git", "--git-dir="+clone, "update-ref", "refs/heads/main", local)
+	if _, err := gitrepo.CutSlices(clone, "main", paths); err != nil {
+		t.Fatal(err)
+	}
+	if err := gitrepo.PushSlicesExact(ctx, clone, srv.URL("fleet"), auth); !errors.Is(err, gitrepo.ErrNeedsWalk) {
+		t.Fatalf("slices of a main commit the server lacks: %v, want ErrNeedsWalk", err)
+	}
+	publish(false)
+
+	// The server's slice ref is not the new slice's parent.
+	run(t, "", "git", "--git-dir="+serverRepo, "update-ref", "-d", gitrepo.SliceRef("member1"))
+	run(t, "", "git", "--git-dir="+clone, "update-ref", "refs/heads/main", run(t, "", "git", "--git-dir="+clone, "rev-parse", "main^"))
+	if _, err := gitrepo.CutSlices(clone, "main", paths); err != nil {
+		t.Fatal(err)
+	}
+	if err := gitrepo.PushSlicesExact(ctx, clone, srv.URL("fleet"), auth); !errors.Is(err, gitrepo.ErrNeedsWalk) {
+		t.Fatalf("a slice whose parent the server's ref is not: %v, want ErrNeedsWalk", err)
+	}
+	publish(false)
+}
