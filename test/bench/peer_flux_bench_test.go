@@ -79,7 +79,10 @@ var peerFluxArgs = []string{"--watch-all-namespaces=true", "--enable-leader-elec
 // leader here). FLOTILLA_BENCH_PEER_UNITS sets the sizes (default
 // "200,1000"); FLOTILLA_BENCH_PEER_FLUX_TIMEOUT caps how long Flux may take
 // to apply everything (default 20m): past it, Flux's figures are those of a
-// run that did not finish. It is skipped unless bin/ holds the controllers.
+// run that did not finish; FLOTILLA_BENCH_PEER_FLUX_SETTLE_TIMEOUT (default
+// the same) caps the wait, after the one-unit commit, for every unit to
+// reach it (past it, that figure is a lower bound and the others stand).
+// It is skipped unless bin/ holds the controllers.
 func BenchmarkPeerFlux(b *testing.B) {
 	ctrllog.SetLogger(logr.Discard())
 	bins, err := peerFluxBinaries()
@@ -103,10 +106,16 @@ func BenchmarkPeerFlux(b *testing.B) {
 			b.Fatalf("FLOTILLA_BENCH_PEER_FLUX_TIMEOUT: %v", err)
 		}
 	}
+	settleTimeout := fluxTimeout
+	if s := os.Getenv("FLOTILLA_BENCH_PEER_FLUX_SETTLE_TIMEOUT"); s != "" {
+		if settleTimeout, err = time.ParseDuration(s); err != nil {
+			b.Fatalf("FLOTILLA_BENCH_PEER_FLUX_SETTLE_TIMEOUT: %v", err)
+		}
+	}
 	report := peerReport{loadStart: LoadAverage(), started: time.Now()}
 	for _, n := range sizes {
 		b.Run(fmt.Sprintf("units=%d", n), func(b *testing.B) {
-			report.runs = append(report.runs, benchPeer(b, bins, n, fluxTimeout))
+			report.runs = append(report.runs, benchPeer(b, bins, n, fluxTimeout, settleTimeout))
 		})
 	}
 	report.loadEnd = LoadAverage()
@@ -152,6 +161,10 @@ type peerSide struct {
 	changed      bool          // the change phase ran
 	changeSeen   time.Duration // push → the changed Deployment has the new image
 	changeSettle time.Duration // push → every unit reports the new commit
+	// settleCapped: changeSettle ran into the settle cap with only settled
+	// units at the new commit (a lower bound).
+	settleCapped bool
+	settled      int
 	changeAPI    apiCounts
 	changeGit    gitserver.Stats
 	idleCPU      time.Duration
@@ -167,7 +180,7 @@ type peerRun struct {
 	note         string
 }
 
-func benchPeer(b *testing.B, bins peerBinaries, n int, fluxTimeout time.Duration) peerRun {
+func benchPeer(b *testing.B, bins peerBinaries, n int, fluxTimeout, settleTimeout time.Duration) peerRun {
 	dir := b.TempDir()
 	agentBenchFleet(b, dir, n)
 	agentBenchRender(b, dir)
@@ -190,11 +203,13 @@ func benchPeer(b *testing.B, bins peerBinaries, n int, fluxTimeout time.Duration
 
 	run := peerRun{units: n}
 	b.Logf("%d units: Flux first (machine load %s)", n, LoadAverage())
-	run.flux, run.fluxTimedOut = benchPeerFlux(b, bins, n, fluxURL, change.with("fleet-flux"), fluxTimeout)
+	run.flux, run.fluxTimedOut = benchPeerFlux(b, bins, n, fluxURL, change.with("fleet-flux"), fluxTimeout, settleTimeout)
 	b.Logf("%d units: flotilla-agent (machine load %s)", n, LoadAverage())
 	run.agent = benchPeerAgent(b, n, agentURL, change.with("fleet"))
 	if run.fluxTimedOut {
 		run.note = fmt.Sprintf("Flux had applied %d of %d units at the head commit when the cap of %s ran out: its cold figure is a lower bound and the later phases were not run.", run.flux.applied, n, fluxTimeout)
+	} else if run.flux.settleCapped {
+		run.note = fmt.Sprintf("After the one-unit commit, Flux had %d of %d units at the new commit when the cap of %s ran out: its \"every unit at the new commit\" figure is a lower bound.", run.flux.settled, n, settleTimeout)
 	}
 	return run
 }
@@ -262,7 +277,7 @@ func (ps peerProcs) stop() (peak int64) {
 	return peak
 }
 
-func benchPeerFlux(b *testing.B, bins peerBinaries, n int, url string, change peerChange, timeout time.Duration) (peerSide, bool) {
+func benchPeerFlux(b *testing.B, bins peerBinaries, n int, url string, change peerChange, timeout, settleTimeout time.Duration) (peerSide, bool) {
 	c := testenv.StartCluster(b, testenv.ClusterOptions{Mode: testenv.Minimal})
 	defer c.Stop()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout+30*time.Minute)
@@ -337,13 +352,17 @@ func benchPeerFlux(b *testing.B, bins peerBinaries, n int, url string, change pe
 	hash, pushed := change.push(b, meter)
 	change.waitImage(ctx, b, k, timeout)
 	side.changeSeen = time.Since(pushed)
-	if _, err := peerWaitFlux(ctx, k, n, hash, 2*time.Second, timeout); err != nil {
+	settled, err := peerWaitFlux(ctx, k, n, hash, 2*time.Second, max(settleTimeout-time.Since(pushed), 0))
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		side.settleCapped, side.settled = true, settled
+	case err != nil:
 		b.Fatalf("Flux after the one-unit commit: %v", err)
 	}
 	side.changeSettle = time.Since(pushed)
 	_, side.changeAPI, side.changeGit = meter.read()
-	b.Logf("Flux one-unit change: applied %s after the push, every Kustomization at the new commit after %s; API %+v; Git %+v",
-		side.changeSeen.Round(time.Millisecond), side.changeSettle.Round(time.Millisecond), side.changeAPI, side.changeGit)
+	b.Logf("Flux one-unit change: applied %s after the push, %d of %d Kustomizations at the new commit after %s; API %+v; Git %+v",
+		side.changeSeen.Round(time.Millisecond), settled, n, side.changeSettle.Round(time.Millisecond), side.changeAPI, side.changeGit)
 
 	side.finish(meter)
 	return side, false
@@ -512,7 +531,7 @@ func peerWaitFlux(ctx context.Context, k client.Client, n int, hash string, peri
 		applied = 0
 		for _, it := range list.Items {
 			rev, _, _ := unstructured.NestedString(it.Object, "status", "lastAppliedRevision")
-			if strings.HasSuffix(rev, hash) && peerReady(it) {
+			if strings.HasSuffix(rev, hash) && !peerFailed(it) {
 				applied++
 			}
 		}
@@ -526,15 +545,21 @@ func peerWaitFlux(ctx context.Context, k client.Client, n int, hash string, peri
 	}
 }
 
-func peerReady(u unstructured.Unstructured) bool {
+// peerFailed: the Kustomization's Ready condition is False. While Flux
+// reconciles a Kustomization again Ready is Unknown and lastAppliedRevision
+// stays what was applied; at 1,000 units on 2 cores kustomize-controller
+// never stops re-reconciling (a 10-minute interval asks for 100 reconciles
+// a minute), so requiring Ready True of every unit at once would never be
+// met although every unit is applied.
+func peerFailed(u unstructured.Unstructured) bool {
 	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
 	for _, c := range conds {
 		m, _ := c.(map[string]any)
 		if m["type"] == "Ready" {
-			return m["status"] == "True"
+			return m["status"] == "False"
 		}
 	}
-	return false
+	return true
 }
 
 func peerCountDeployments(ctx context.Context, b *testing.B, k client.Client, sel client.MatchingLabels) int {

@@ -26,8 +26,11 @@ type peerRow struct {
 	name  string
 	unit  string
 	phase string // "cold", "change", "idle" or "" (measured at the end)
-	get   func(peerSide) float64
-	why   string
+	// settle: the figure the settle cap bounds (shown as a lower bound
+	// when Flux ran into it).
+	settle bool
+	get    func(peerSide) float64
+	why    string
 }
 
 const kib = 1024.0
@@ -42,7 +45,7 @@ var peerRows = []peerRow{
 	{name: "cold apply: Git bytes received (requests, pushes)", unit: "KiB", phase: "cold", get: func(s peerSide) float64 { return float64(s.coldGit.BytesReceived) / kib },
 		why: "the agent commits its status to Git through the Git server; Flux writes status to the API instead (see the API writes)"},
 	{name: "one-unit change: push → changed object applied", unit: "s", phase: "change", get: func(s peerSide) float64 { return s.changeSeen.Seconds() }},
-	{name: "one-unit change: push → every unit at the new commit", unit: "s", phase: "change", get: func(s peerSide) float64 { return s.changeSettle.Seconds() },
+	{name: "one-unit change: push → every unit at the new commit", unit: "s", phase: "change", settle: true, get: func(s peerSide) float64 { return s.changeSettle.Seconds() },
 		why: "the agent's figure includes its status commit to Git"},
 	{name: "one-unit change: API writes", phase: "change", get: func(s peerSide) float64 { return s.changeAPI.Writes }},
 	{name: "one-unit change: API dry-runs", phase: "change", get: func(s peerSide) float64 { return s.changeAPI.DryRuns }},
@@ -156,7 +159,7 @@ func (p peerReport) markdown() string {
 			flux := row.get(r.flux)
 			ratio, worse := peerRatio(flux, agent)
 			fluxCell := peerNum(flux)
-			if r.fluxTimedOut && row.phase == "cold" {
+			if (r.fluxTimedOut && row.phase == "cold") || (r.flux.settleCapped && row.settle) {
 				fluxCell = "> " + fluxCell
 				ratio = "> " + ratio
 			}
