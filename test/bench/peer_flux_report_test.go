@@ -224,8 +224,12 @@ func TestPeerRatio(t *testing.T) {
 func TestPeerReportMarkdown(t *testing.T) {
 	agent := peerSide{flags: []string{"flotilla-agent --interval 1m"}, cold: 10 * time.Second, coldGit: gitserver.Stats{BytesReceived: 4096}}
 	flux := peerSide{flags: []string{"source-controller"}, cold: 100 * time.Second, coldGit: gitserver.Stats{BytesReceived: 1024}}
-	md := peerReport{runs: []peerRun{{units: 200, flux: flux, agent: agent}, {units: 1000, flux: flux, agent: agent, fluxTimedOut: true, note: "cut short"}}}.markdown()
+	settling := flux
+	settling.changed, settling.changeSettle, settling.settleCapped = true, 900*time.Second, true
+	agent.changed, agent.changeSettle = true, 3*time.Second
+	md := peerReport{runs: []peerRun{{units: 200, flux: settling, agent: agent}, {units: 1000, flux: flux, agent: agent, fluxTimedOut: true, note: "cut short"}}}.markdown()
 	for _, want := range []string{
+		"| one-unit change: push → every unit at the new commit (s) | 200 | > 900 | 3.00 | > 300× |  |",
 		"| cold apply: process start → every unit applied (s) | 200 | 100 | 10.0 | 10× |  |",
 		"| cold apply: process start → every unit applied (s) | 1000 | > 100 | 10.0 | > 10× |  |",
 		"| cold apply: Git bytes received (requests, pushes) (KiB) | 200 | 1.00 | 4.00 | 0.25× | the agent commits its status",
