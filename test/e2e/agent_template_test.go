@@ -320,11 +320,16 @@ func runTemplateLifecycle(t *testing.T, c *testenv.Cluster, o templateOptions) {
 				t.Errorf("unit %s must be Ready at %s: %+v", other.Name, bad, other)
 			}
 		}
-		// The written status file says the same.
-		file, err := a.statusFile()
-		if err != nil || unitOf(file, "backend") == nil || unitOf(file, "backend").LastError == "" {
-			t.Errorf("status file: %v %+v", err, file)
-		}
+		// The written status file says the same. The agent writes it after
+		// the in-memory status the wait above read, so it may lag a moment.
+		waitFor(t, time.Minute, "backend's error in the status file", func() (bool, string) {
+			file, err := a.statusFile()
+			if err != nil {
+				return false, err.Error()
+			}
+			u := unitOf(file, "backend")
+			return u != nil && strings.Contains(u.LastError, "does-not-exist.yaml"), fmt.Sprintf("backend in the file: %+v", u)
+		})
 		// Two more cycles (counted, not slept for): the Deployment was
 		// never written.
 		afterBad := time.Now()
