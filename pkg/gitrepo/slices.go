@@ -105,18 +105,12 @@ func CutSlices(repoDir, rev string, paths map[string][]string) (map[string]strin
 	// The previous slice commits, read once: looking each ref up would
 	// parse packed-refs (every status ref of the fleet) once per cluster.
 	prevs := map[plumbing.ReferenceName]plumbing.Hash{}
-	refs, err := repo.References()
+	locals, err := localSliceRefs(repo.Storer)
 	if err != nil {
 		return nil, err
 	}
-	err = refs.ForEach(func(r *plumbing.Reference) error {
-		if r.Type() == plumbing.HashReference && strings.HasPrefix(r.Name().String(), SliceRefPrefix) {
-			prevs[r.Name()] = r.Hash()
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
+	for _, r := range locals {
+		prevs[r.Name()] = r.Hash()
 	}
 	for _, cluster := range clusters {
 		ref := plumbing.ReferenceName(SliceRef(cluster))
