@@ -287,6 +287,7 @@ func (l *Loop) prepare(ctx context.Context, rc *cycleRun) {
 		rc.renderOpts.Capabilities = render.Capabilities{
 			KubeVersion: l.info.KubeVersion,
 			APIVersions: append(slices.Clone(l.info.GroupVersions), l.info.Resources...),
+			Namespaced:  l.info.Namespaced,
 		}
 	}
 	obs, err := l.cfg.Applier.Observe(ctx)

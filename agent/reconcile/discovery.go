@@ -49,7 +49,7 @@ func (d *KubeDiscovery) Discover(ctx context.Context) (ClusterInfo, error) {
 	if err != nil {
 		return ClusterInfo{}, fmt.Errorf("discover server version: %w", err)
 	}
-	info := ClusterInfo{KubeVersion: v.GitVersion}
+	info := ClusterInfo{KubeVersion: v.GitVersion, Namespaced: map[schema.GroupKind]bool{}}
 	_, lists, err := discovery.ServerGroupsAndResourcesWithContext(ctx, d.dc)
 	var partial *discovery.ErrGroupDiscoveryFailed
 	if err != nil && !(errors.As(err, &partial) && len(lists) > 0) {
@@ -70,6 +70,7 @@ func (d *KubeDiscovery) Discover(ctx context.Context) (ClusterInfo, error) {
 			if r.Kind == "" || containsSlash(r.Name) { // subresources
 				continue
 			}
+			info.Namespaced[schema.GroupKind{Group: gv.Group, Kind: r.Kind}] = r.Namespaced
 			k := gv.String() + "/" + r.Kind
 			if !seenRes[k] {
 				seenRes[k] = true

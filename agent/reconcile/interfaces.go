@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/fluxcd/cli-utils/pkg/object"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/flotilla-gitops/flotilla/pkg/apply"
 	"github.com/flotilla-gitops/flotilla/pkg/gitrepo"
@@ -88,4 +89,7 @@ type ClusterInfo struct {
 	// Resources are "group/version/Kind" entries (".Capabilities.APIVersions.Has
 	// "apps/v1/Deployment"" in Helm), sorted.
 	Resources []string
+	// Namespaced is every served kind's scope (true: namespaced), which
+	// decides where a unit's namespace goes.
+	Namespaced map[schema.GroupKind]bool
 }

@@ -139,7 +139,14 @@ func (c *compiler) buildAppUnit(p *appPlan, matched []*policyPlan, cl *fleet.Clu
 	if !ok {
 		return nil
 	}
-	args := &kustomizationArgs{namespace: namespace, resources: p.resources, patches: patches, images: images, replicas: replicas}
+	// A chart's objects keep the namespaces it gives them: the release
+	// namespace (the unit's) fills only those without one, at render, as
+	// helm install does; kustomize's namespace: would override them all.
+	kustNamespace := namespace
+	if p.kind == slice.UnitHelm {
+		kustNamespace = ""
+	}
+	args := &kustomizationArgs{namespace: kustNamespace, resources: p.resources, patches: patches, images: images, replicas: replicas}
 	kust, err := args.marshal()
 	if err != nil {
 		c.field(a, "spec", fleet.ErrInvalidValue, name, "generate kustomization: %v", err)

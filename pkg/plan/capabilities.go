@@ -7,6 +7,7 @@ import (
 
 	"github.com/flotilla-gitops/flotilla/pkg/fleet"
 	"github.com/flotilla-gitops/flotilla/pkg/gitrepo"
+	"github.com/flotilla-gitops/flotilla/pkg/render"
 	"github.com/flotilla-gitops/flotilla/pkg/status"
 )
 
@@ -19,7 +20,7 @@ type statusDoc struct {
 // clusterCapabilities picks every cluster's Helm capabilities: from its
 // latest status document (the live API server the agent renders against)
 // when there is a trustworthy one, else from clusters/<name>.yaml (head's,
-// else base's), else Helm's defaults. Both sides of a cluster render with
+// else base's), else Flotilla's default (render.DefaultKubeVersion, Helm's API versions). Both sides of a cluster render with
 // the same capabilities, so equal unit hashes mean equal objects.
 //
 // Status documents are read from the local repository: its own
@@ -73,10 +74,13 @@ func clusterCapabilities(ctx context.Context, gitDir string, base, head *fleet.R
 			}
 		}
 		if v, apis := cl.Spec.KubernetesVersion, cl.Spec.APIVersions; v != "" || len(apis) > 0 {
+			if v == "" {
+				v = render.DefaultKubeVersion
+			}
 			out[name] = Capabilities{KubeVersion: v, APIVersions: len(apis), Source: FromCluster, list: apis}
 			continue
 		}
-		out[name] = Capabilities{Source: FromDefault}
+		out[name] = Capabilities{KubeVersion: render.DefaultKubeVersion, Source: FromDefault}
 	}
 	return out, warnings, nil
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/flotilla-gitops/flotilla/pkg/render"
 	"github.com/flotilla-gitops/flotilla/pkg/compile"
 	"github.com/flotilla-gitops/flotilla/pkg/fleet"
 	"github.com/flotilla-gitops/flotilla/pkg/plan"
@@ -258,14 +259,14 @@ func TestCapabilitiesFromStatus(t *testing.T) {
 			for _, o := range u.Objects {
 				if o.After != nil && o.Name == "caps" {
 					kube, _ := o.After.Object["data"].(map[string]any)["kubernetes"].(string)
-					if kube != c.Capabilities.KubeVersion && c.Capabilities.KubeVersion != "" {
+					if kube != c.Capabilities.KubeVersion {
 						t.Errorf("%s: the chart saw %q, capabilities say %q", c.Name, kube, c.Capabilities.KubeVersion)
 					}
 				}
 			}
 		}
 	}
-	want := map[string]string{"c1": "status v1.34.2", "c2": "default ", "c3": "default "}
+	want := map[string]string{"c1": "status v1.34.2", "c2": "default " + render.DefaultKubeVersion, "c3": "default " + render.DefaultKubeVersion}
 	for k, v := range want {
 		if got[k] != v {
 			t.Errorf("%s: capabilities %q, want %q", k, got[k], v)

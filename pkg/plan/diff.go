@@ -120,6 +120,10 @@ func (pl *planner) cluster(name string, pairs []*unitPair, p *Plan) (*ClusterPla
 		p.Warnings = append(p.Warnings, fmt.Sprintf("cluster %s leaves the fleet repo: its agent finds no slice and keeps what it applied last; nothing is deleted on it.", name))
 	}
 	for _, up := range pairs {
+		if j := up.headJob; j != nil && len(j.unknownScope) > 0 {
+			p.Warnings = append(p.Warnings, fmt.Sprintf("cluster %s unit %s: the scope of %s is not known here (no CRD for it among the units rendered for this plan, and not a built-in kind); plan shows such objects as namespaced, the agent places them as its cluster serves them.",
+				name, up.name, strings.Join(j.unknownScope, ", ")))
+		}
 		u, err := pl.unit(name, up)
 		if err != nil {
 			return nil, err

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"github.com/flotilla-gitops/flotilla/pkg/render"
 	"io"
 	"strings"
 
@@ -79,12 +80,12 @@ func capsLine(c Capabilities) string {
 	case FromStatus:
 		return fmt.Sprintf("Kubernetes %s from the agent's status", c.KubeVersion)
 	case FromCluster:
-		if c.KubeVersion == "" {
-			return "Helm's default Kubernetes version, API versions from the Cluster file"
+		if c.KubeVersion == render.DefaultKubeVersion && c.APIVersions > 0 {
+			return fmt.Sprintf("Kubernetes %s (Flotilla's default), API versions from the Cluster file", c.KubeVersion)
 		}
 		return fmt.Sprintf("Kubernetes %s from the Cluster file", c.KubeVersion)
 	}
-	return "Helm's default capabilities"
+	return fmt.Sprintf("Kubernetes %s by default (none reported or declared)", c.KubeVersion)
 }
 
 // ANSI colours for text on a terminal.

@@ -111,7 +111,8 @@ type Capabilities struct {
 	// itself is long and not interesting in a review).
 	APIVersions int `json:"apiVersions"`
 	// Source is "status" (the agent's latest status document), "cluster"
-	// (clusters/<name>.yaml) or "default" (Helm's defaults).
+	// (clusters/<name>.yaml) or "default" (render.DefaultKubeVersion and
+	// Helm's built-in API versions).
 	Source string `json:"source"`
 
 	list []string

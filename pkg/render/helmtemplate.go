@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"fmt"
 	"path"
+	"runtime/debug"
 	"strings"
+	"sync"
 
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chartutil"
@@ -26,15 +28,10 @@ func templateClientOnly(ch *chart.Chart, vals map[string]any, req *helmRequest) 
 	if err := chartutil.ProcessDependenciesWithMerge(ch, vals); err != nil {
 		return nil, nil, err
 	}
-	caps := chartutil.DefaultCapabilities.Copy()
-	if req.KubeVersion != "" {
-		kv, err := chartutil.ParseKubeVersion(req.KubeVersion)
-		if err != nil {
-			return nil, nil, fmt.Errorf("capabilities: %w", err)
-		}
-		caps.KubeVersion = *kv
+	caps, err := helmCapabilities(req)
+	if err != nil {
+		return nil, nil, err
 	}
-	caps.APIVersions = append(caps.APIVersions, req.APIVersions...)
 	if ch.Metadata.KubeVersion != "" && !chartutil.IsCompatibleRange(ch.Metadata.KubeVersion, caps.KubeVersion.String()) {
 		return nil, nil, fmt.Errorf("chart requires kubeVersion: %s which is incompatible with Kubernetes %s", ch.Metadata.KubeVersion, caps.KubeVersion.String())
 	}
@@ -67,6 +64,47 @@ func templateClientOnly(ch *chart.Chart, vals map[string]any, req *helmRequest) 
 	}
 	return b.Bytes(), hooks, nil
 }
+
+// helmCapabilities are what `helm install --dry-run=client` (and so `helm
+// template`) gives a chart: Helm's defaults with the cluster's Kubernetes
+// version (DefaultKubeVersion when unknown) and its API versions added, and
+// the Helm version as Helm's release binary reports it.
+func helmCapabilities(req *helmRequest) (*chartutil.Capabilities, error) {
+	caps := chartutil.DefaultCapabilities.Copy()
+	v := req.KubeVersion
+	if v == "" {
+		v = DefaultKubeVersion
+	}
+	kv, err := chartutil.ParseKubeVersion(v)
+	if err != nil {
+		return nil, fmt.Errorf("capabilities: %w", err)
+	}
+	caps.KubeVersion = *kv
+	caps.APIVersions = append(caps.APIVersions, req.APIVersions...)
+	if hv := helmModuleVersion(); hv != "" {
+		caps.HelmVersion.Version = hv
+	}
+	return caps, nil
+}
+
+// helmModuleVersion is the version of the Helm module this binary links
+// ("v3.19.5"): Helm's library says only "v3.19" unless its release build
+// sets the full version by linker flag.
+var helmModuleVersion = sync.OnceValue(func() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return ""
+	}
+	for _, d := range bi.Deps {
+		if d.Path == "helm.sh/helm/v3" {
+			if d.Replace != nil {
+				d = d.Replace
+			}
+			return d.Version
+		}
+	}
+	return ""
+})
 
 // checkDependencies fails when Chart.yaml names a dependency that is not
 // in the chart's charts/ directory (vendoring puts them there).

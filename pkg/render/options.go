@@ -1,6 +1,10 @@
 package render
 
-import "time"
+import (
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
 
 // Defaults for Limits fields left zero.
 const (
@@ -10,6 +14,15 @@ const (
 	DefaultTimeout             = 30 * time.Second
 	DefaultMaxHelmMemory int64 = 1 << 30
 )
+
+// DefaultKubeVersion is the Kubernetes version charts see
+// (.Capabilities.KubeVersion, and Chart.yaml's kubeVersion check) when the
+// cluster's is not known: no status from its agent yet and no
+// spec.kubernetesVersion in clusters/<name>.yaml. It follows the rule Helm's
+// own release builds use, the minor version of the client-go they link
+// (TestDefaultKubeVersionFollowsClientGo keeps it so), where Helm's library
+// alone would say v1.20.0.
+const DefaultKubeVersion = "v1.37.0"
 
 // Options tune one render. The zero value is valid.
 type Options struct {
@@ -28,15 +41,20 @@ type Options struct {
 	Decryptor Decryptor
 }
 
-// Capabilities are what Helm templates see as .Capabilities. Empty fields
-// take Helm's defaults (the Kubernetes version Helm was built against and
-// its built-in API versions).
+// Capabilities are what Helm templates see as .Capabilities, and what the
+// cluster says of its kinds' scopes. Empty fields take the defaults:
+// DefaultKubeVersion, and Helm's built-in API versions.
 type Capabilities struct {
-	// KubeVersion like "v1.31.2".
+	// KubeVersion like "v1.31.2"; DefaultKubeVersion when empty.
 	KubeVersion string
 	// APIVersions are added to Helm's defaults; entries are "group/version"
 	// or "group/version/Kind", as .Capabilities.APIVersions.Has checks them.
 	APIVersions []string
+	// Namespaced is the scope of the kinds the cluster serves (true:
+	// namespaced), from discovery. Kinds it lacks take their scope from
+	// the unit's own CustomResourceDefinitions, then from the kinds built
+	// into Kubernetes; see Result.UnknownScope.
+	Namespaced map[schema.GroupKind]bool
 }
 
 // Limits bound one render. Zero means the default.

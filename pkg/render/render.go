@@ -35,6 +35,10 @@ type Result struct {
 	// Encrypted are the SOPS documents the unit read (repo-relative,
 	// sorted): decrypted with Options.Decryptor, else redacted.
 	Encrypted []string
+	// UnknownScope are the kinds ("Kind.group") of the unit's objects whose
+	// scope neither the cluster (Capabilities.Namespaced), nor the unit's
+	// CRDs, nor the built-in kinds tell: they are treated as namespaced.
+	UnknownScope []string
 }
 
 // YAML encodes the objects, then the hooks, as one multi-document YAML
@@ -66,7 +70,10 @@ func (r *Result) YAML() ([]byte, error) {
 // the unit directory u.Path; helm units template u.Helm.Chart with
 // u.Helm.Values, and the output is then built by krusty with the unit
 // directory's kustomization.yaml (which lists slice.HelmOutputFile), or
-// with a generated one setting u.Namespace when the directory has none.
+// with a generated one when the directory has none; u.Namespace, the
+// release namespace, then fills the namespaced objects that have none.
+// Every object ends with the namespace the cluster holds it in (none for a
+// cluster-scoped kind; see Capabilities.Namespaced).
 //
 // The error is a *Error classified by the Err* sentinels (errors.Is).
 func Unit(ctx context.Context, repoRoot string, u slice.Unit, opts Options) (*Result, error) {
@@ -117,6 +124,16 @@ func renderUnit(ctx context.Context, repoRoot string, u slice.Unit, opts Options
 	if err != nil {
 		return nil, ensureClass(err, ErrKustomize)
 	}
+	// A helm unit's release namespace fills only namespaced objects that
+	// have none (helm install); other units had kustomize's namespace:.
+	ns, fill := u.Namespace, u.Kind == slice.UnitHelm
+	if fill {
+		ns = releaseNamespace(u)
+	}
+	unknown, err := placeNamespaces(m, newScopes(opts.Capabilities, m), ns, fill)
+	if err != nil {
+		return nil, err
+	}
 	objs, size, err := toObjects(m, lim)
 	if err != nil {
 		if errors.Is(err, ErrInvalidObject) {
@@ -127,7 +144,7 @@ func renderUnit(ctx context.Context, repoRoot string, u slice.Unit, opts Options
 		}
 		return nil, err
 	}
-	res := &Result{Objects: objs, Size: size, Encrypted: f.encryptedFiles()}
+	res := &Result{Objects: objs, Size: size, Encrypted: f.encryptedFiles(), UnknownScope: unknown}
 	if u.Kind == slice.UnitHelm {
 		if res.Objects, res.Hooks, err = splitHooks(objs); err != nil {
 			return nil, err
@@ -148,16 +165,13 @@ func prepareHelm(ctx context.Context, f *confinedFS, unitDir string, u slice.Uni
 	}
 	req := &helmRequest{
 		ReleaseName: u.Helm.ReleaseName,
-		Namespace:   u.Namespace,
+		Namespace:   releaseNamespace(u),
 		KubeVersion: opts.Capabilities.KubeVersion,
 		APIVersions: opts.Capabilities.APIVersions,
 		MaxOutput:   lim.MaxTotalSize,
 	}
 	if req.ReleaseName == "" {
 		req.ReleaseName = u.Name
-	}
-	if req.Namespace == "" {
-		req.Namespace = "default"
 	}
 	if err := loadChart(f, chartRel, lim, req); err != nil {
 		return err
@@ -196,9 +210,6 @@ func prepareHelm(ctx context.Context, f *confinedFS, unitDir string, u slice.Uni
 			"kind":       "Kustomization",
 			"resources":  []string{slice.HelmOutputFile},
 		}
-		if u.Namespace != "" {
-			k["namespace"] = u.Namespace
-		}
 		data, err := yaml.Marshal(k)
 		if err != nil {
 			return err
@@ -206,6 +217,14 @@ func prepareHelm(ctx context.Context, f *confinedFS, unitDir string, u slice.Uni
 		f.overlay[path.Join(unitDir, konfig.DefaultKustomizationFileName())] = data
 	}
 	return nil
+}
+
+// releaseNamespace is a helm unit's .Release.Namespace.
+func releaseNamespace(u slice.Unit) string {
+	if u.Namespace == "" {
+		return "default"
+	}
+	return u.Namespace
 }
 
 func hasKustomization(f *confinedFS, dir string) bool {
