@@ -2,6 +2,7 @@ package compile
 
 import (
 	"fmt"
+	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
@@ -35,10 +36,13 @@ var kustomizationFiles = []string{"kustomization.yaml", "kustomization.yml", "Ku
 // kustomizeInputs returns every local directory and file a kustomization
 // directory reads, transitively (resources, bases, components, patches,
 // generators' files, …), as repo-relative paths, including dir itself.
+// When dir has no kustomization file, the nested kustomizations Flux's
+// generated one would list are followed.
 // Remote references are skipped: they cannot be hashed and pkg/render
 // refuses them. A reference that leaves the repo is an error naming the
 // kustomization file.
 func kustomizeInputs(root, dir string) ([]string, error) {
+	top := dir
 	seen := map[string]bool{}
 	var out []string
 	var visit func(dir string) error
@@ -58,7 +62,13 @@ func kustomizeInputs(root, dir string) ([]string, error) {
 			}
 		}
 		if kfile == "" {
-			return nil
+			if dir != top {
+				return nil // kustomize fails on it when it builds
+			}
+			// pkg/render generates Flux's kustomization here: dir is hashed
+			// whole, and what its nested kustomizations reference outside
+			// it is an input too.
+			return nestedKustomizations(root, dir, visit)
 		}
 		var k map[string]any
 		if err := yaml.Unmarshal(data, &k); err != nil {
@@ -94,6 +104,35 @@ func kustomizeInputs(root, dir string) ([]string, error) {
 		return nil, err
 	}
 	return out, nil
+}
+
+// nestedKustomizations calls visit for each directory below dir that
+// Flux's generator lists as a resource: the shallowest ones holding a
+// kustomization file, in lexical order, symlinked directories not
+// followed.
+func nestedKustomizations(root, dir string, visit func(string) error) error {
+	base := filepath.Join(root, filepath.FromSlash(dir))
+	return filepath.WalkDir(base, func(p string, e fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if p == base || !e.IsDir() {
+			return nil
+		}
+		for _, name := range kustomizationFiles {
+			if fi, err := os.Stat(filepath.Join(p, name)); err == nil && !fi.IsDir() {
+				rel, err := filepath.Rel(root, p)
+				if err != nil {
+					return err
+				}
+				if err := visit(filepath.ToSlash(rel)); err != nil {
+					return err
+				}
+				return fs.SkipDir
+			}
+		}
+		return nil
+	})
 }
 
 // kustomizeRefs lists the path-like strings of a kustomization that may

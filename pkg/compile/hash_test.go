@@ -91,3 +91,46 @@ func TestUnitHashCoversInputs(t *testing.T) {
 		t.Errorf("after an app.yaml comment, changed units = %v", got)
 	}
 }
+
+// TestUnitHashPlainKustomizeSource: a kustomize source without a
+// kustomization file (pkg/render generates Flux's) is hashed whole, and
+// what a kustomization nested in it references outside it is an input too.
+func TestUnitHashPlainKustomizeSource(t *testing.T) {
+	root := t.TempDir()
+	edit := func(rel, content string) {
+		t.Helper()
+		p := filepath.Join(root, filepath.FromSlash(rel))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cm := func(name string) string { return "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: " + name + "\n" }
+	edit("clusters/one.yaml", "apiVersion: flotilla.dev/v1alpha1\nkind: Cluster\nmetadata:\n  name: one\n")
+	edit("apps/plain/app.yaml", "apiVersion: flotilla.dev/v1alpha1\nkind: Application\nmetadata:\n  name: plain\nspec:\n  source:\n    kustomize:\n      path: src\n  syncPolicies:\n    - destination:\n        clusters: [one]\n")
+	edit("apps/plain/src/cm.yaml", cm("plain"))
+	edit("apps/plain/src/nested/kustomization.yaml", "resources: [../../../../bases/shared]\n")
+	edit("bases/shared/kustomization.yaml", "resources: [cm.yaml]\n")
+	edit("bases/shared/cm.yaml", cm("shared"))
+	edit("bases/unused/cm.yaml", cm("unused"))
+
+	steps := []struct {
+		file, content string
+		want          []string
+	}{
+		{"bases/unused/cm.yaml", cm("unused2"), nil},
+		{"apps/plain/src/deeper/new.yaml", cm("new"), []string{"one/plain"}},
+		{"bases/shared/cm.yaml", cm("shared2"), []string{"one/plain"}},
+	}
+	before := unitHashes(t, root)
+	for _, s := range steps {
+		edit(s.file, s.content)
+		after := unitHashes(t, root)
+		if got := changedUnits(before, after); !reflect.DeepEqual(got, s.want) {
+			t.Errorf("after editing %s, changed units = %v, want %v", s.file, got, s.want)
+		}
+		before = after
+	}
+}

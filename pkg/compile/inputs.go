@@ -123,10 +123,7 @@ func (c *compiler) checkSourceDir(p *appPlan, field string) bool {
 	}
 	switch p.kind {
 	case slice.UnitKustomize:
-		if !hasKustomization(abs) {
-			c.field(a, field, fleet.ErrInvalidValue, "", "%s has no kustomization.yaml (use source.manifests for plain manifests)", p.srcDir)
-			return false
-		}
+		// Without a kustomization file, pkg/render generates Flux's.
 		p.resources = []string{relFromUnitDir(p.srcDir)}
 	case slice.UnitManifests:
 		if hasKustomization(abs) {

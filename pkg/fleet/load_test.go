@@ -265,6 +265,20 @@ func TestLoadErrors(t *testing.T) {
 			detail:  "leaves the repo",
 		},
 		{
+			name:    "kustomize source without kustomization listing app.yaml",
+			changes: map[string]string{"apps/web/app.yaml": app("  source:\n    kustomize:\n      path: .\n  syncPolicies: [{destination: {fleet: prod}}]\n")},
+			want:    "apps/web/app.yaml:8: spec.source.kustomize.path",
+			class:   ErrInvalidValue,
+			detail:  "would include apps/web/app.yaml",
+		},
+		{
+			name:    "kustomize source above the application without kustomization",
+			changes: map[string]string{"apps/web/app.yaml": app("  source:\n    kustomize:\n      path: ..\n  syncPolicies: [{destination: {fleet: prod}}]\n")},
+			want:    "apps/web/app.yaml:8: spec.source.kustomize.path",
+			class:   ErrInvalidValue,
+			detail:  "apps has no kustomization.yaml",
+		},
+		{
 			name:    "helm version not semver",
 			changes: map[string]string{"apps/web/app.yaml": app("  source:\n    helm:\n      repo: https://charts.example.com\n      chart: web\n      version: banana\n  syncPolicies: [{destination: {fleet: prod}}]\n")},
 			want:    "apps/web/app.yaml:10: spec.source.helm.version",
@@ -417,6 +431,29 @@ spec:
 			}
 			if !errors.Is(err, tc.class) || !errors.Is(list[0], tc.class) {
 				t.Errorf("errors.Is(%v, %v) = false", err, tc.class)
+			}
+		})
+	}
+}
+
+// TestLoadKustomizeWithoutKustomization: a kustomize source on a directory
+// without a kustomization file is valid (pkg/render generates Flux's),
+// also when it holds the application directory but a kustomization on the
+// way down keeps app.yaml out of the generated one.
+func TestLoadKustomizeWithoutKustomization(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		changes map[string]string
+	}{
+		{"plain directory", map[string]string{"apps/web/app.yaml": app("  source:\n    kustomize:\n      path: manifests\n  syncPolicies: [{destination: {fleet: prod}}]\n")}},
+		{"kustomization in the application directory", map[string]string{
+			"apps/web/app.yaml":           app("  source:\n    kustomize:\n      path: ..\n  syncPolicies: [{destination: {fleet: prod}}]\n"),
+			"apps/web/kustomization.yaml": "resources: [manifests/cm.yaml]\n",
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := Load(context.Background(), writeRepo(t, tc.changes)); err != nil {
+				t.Fatal(err)
 			}
 		})
 	}

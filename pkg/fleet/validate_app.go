@@ -74,7 +74,8 @@ func (v *validator) appSource(d *document, a *Application) {
 	}
 	switch {
 	case src.Kustomize != nil:
-		v.sourcePath(d, a, "spec.source.kustomize.path", src.Kustomize.Path, "kustomization.yaml", "kustomization.yml", "Kustomization")
+		v.sourcePath(d, a, "spec.source.kustomize.path", src.Kustomize.Path)
+		v.generatedKustomization(d, a, src.Kustomize.Path)
 	case src.Manifests != nil:
 		v.sourcePath(d, a, "spec.source.manifests.path", src.Manifests.Path)
 	case src.Helm != nil:
@@ -135,6 +136,46 @@ func (v *validator) sourcePath(d *document, a *Application, field, p string, wan
 		}
 	}
 	d.errorf(field, ErrInvalidValue, "%s has no %s", rel, want[0])
+}
+
+// kustomizationFiles are the names kustomize looks for, in its order.
+var kustomizationFiles = []string{"kustomization.yaml", "kustomization.yml", "Kustomization"}
+
+// hasKustomization reports whether the repo directory rel holds a
+// kustomization file.
+func (v *validator) hasKustomization(rel string) bool {
+	for _, n := range kustomizationFiles {
+		if fi, err := os.Stat(filepath.Join(v.r.Root, filepath.FromSlash(rel), n)); err == nil && !fi.IsDir() {
+			return true
+		}
+	}
+	return false
+}
+
+// generatedKustomization refuses a kustomize source without a kustomization
+// file whose generated one (Flux's rule: every manifest below it, see
+// pkg/render) would list the application's own app.yaml, which is no
+// object for a cluster. A directory with a kustomization on the way down
+// stops the scan there, as it does in Flux.
+func (v *validator) generatedKustomization(d *document, a *Application, p string) {
+	if a.Spec.Source.Git != nil || p == "" {
+		return
+	}
+	src := path.Join(a.AppDir(), p)
+	appDir := a.AppDir()
+	if src != "." && appDir != src && !strings.HasPrefix(appDir, src+"/") {
+		return
+	}
+	for dir := appDir; ; dir = path.Dir(dir) {
+		if v.hasKustomization(dir) {
+			return
+		}
+		if dir == src || dir == "." {
+			break
+		}
+	}
+	d.errorf("spec.source.kustomize.path", ErrInvalidValue,
+		"%s has no kustomization.yaml, so like Flux Flotilla generates one listing every manifest below it, and that would include %s/%s: add a kustomization.yaml, or use source.manifests", src, appDir, AppFile)
 }
 
 // helmChartName is the chart names a chart repository's index can hold

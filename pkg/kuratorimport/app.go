@@ -146,7 +146,7 @@ func (c *converter) policy(o *object, spec *appSpec, i int, sp syncPolicy) (poli
 		dest, dfield = spec.Destination, "spec.destination"
 	}
 	if dest == nil || dest.Fleet == "" {
-		c.fail(o, field+".destination.fleet", fleet.ErrRequired, "the fleet this policy deploys to (here or in spec.destination)")
+		c.fail(o, field+".destination.fleet", fleet.ErrRequired, "the fleet this policy deploys to (here or in spec.destination); without one, Kurator deploys to its own host cluster, and Flotilla has no host cluster: register that cluster (flotilla bootstrap), name it in a Fleet among the inputs and set destination.fleet")
 		return p, sh, false
 	}
 	d, ok := c.destination(o, dfield, dest)

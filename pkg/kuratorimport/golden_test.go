@@ -96,7 +96,7 @@ func TestGolden(t *testing.T) {
 				upstreamGit(t, repo)
 			}
 			if tc.chartRepo != "" {
-				serveCharts(t, repo, tc.chartRepo)
+				serveCharts(t, repo, tc.chartRepo, "../../test/fixtures/charts")
 			}
 			units, text, err := renderAll(ctx, repo)
 			if err != nil {
@@ -139,8 +139,9 @@ func describe(res *Result, validate fleet.ErrorList) string {
 
 // renderAll compiles the repo into rendered/ as flotilla render does and
 // renders every application unit with render.Unit, the function the agent
-// applies with. It returns each cluster's application units and its
-// objects as YAML.
+// applies with, with the cluster's spec.kubernetesVersion as Helm's (as
+// plan does). It returns each cluster's application units and its objects
+// as YAML.
 func renderAll(ctx context.Context, repo string) (map[string][]string, map[string]string, error) {
 	loaded, err := fleet.Load(ctx, repo)
 	if err != nil {
@@ -162,7 +163,11 @@ func renderAll(ctx context.Context, repo string) (map[string][]string, map[strin
 				continue
 			}
 			units[cluster] = append(units[cluster], u.Name)
-			res, err := render.Unit(ctx, repo, u, render.Options{HelmInProcess: true})
+			opts := render.Options{HelmInProcess: true}
+			if cl := loaded.Cluster(cluster); cl != nil {
+				opts.Capabilities.KubeVersion = cl.Spec.KubernetesVersion
+			}
+			res, err := render.Unit(ctx, repo, u, opts)
 			if err != nil {
 				return nil, nil, fmt.Errorf("cluster %s unit %s: %w", cluster, u.Name, err)
 			}
@@ -181,7 +186,9 @@ func renderAll(ctx context.Context, repo string) (map[string][]string, map[strin
 
 // upstreamGit serves the Git repositories the fixtures name on a real Git
 // server — podinfo (branch master, tag 6.5.0) with testdata/vendor/webapp
-// at deploy/webapp and testdata/vendor/kustomize at kustomize, and
+// at deploy/webapp (no kustomization.yaml, as in podinfo),
+// testdata/vendor/kustomize at kustomize and testdata/vendor/charts/podinfo
+// at charts/podinfo, and
 // team-b/demo with testdata/vendor/webapp at deploy — and points the
 // imported applications at it (the fixture's placeholder commit becomes
 // team-b/demo's real one). The render then vendors them into sources/.
@@ -193,6 +200,7 @@ func upstreamGit(t *testing.T, repo string) {
 	podinfo := t.TempDir()
 	copyTree(t, filepath.Join("testdata", "vendor", "webapp"), filepath.Join(podinfo, "deploy", "webapp"))
 	copyTree(t, filepath.Join("testdata", "vendor", "kustomize"), filepath.Join(podinfo, "kustomize"))
+	copyTree(t, filepath.Join("testdata", "vendor", "charts", "podinfo"), filepath.Join(podinfo, "charts", "podinfo"))
 	srv.MustCreateRepo(t, "podinfo", podinfo)
 	head := srv.Head("podinfo", "main")
 	for _, ref := range []string{"refs/heads/master", "refs/tags/6.5.0"} {
@@ -239,11 +247,11 @@ func rewriteApps(t *testing.T, repo string, r *strings.Replacer) {
 	}
 }
 
-// serveCharts serves test/fixtures/charts on loopback and points the
-// imported applications at it instead of from.
-func serveCharts(t *testing.T, repo, from string) {
+// serveCharts serves the charts in dir on loopback and points the imported
+// applications at it instead of from.
+func serveCharts(t *testing.T, repo, from, dir string) {
 	t.Helper()
-	charts, err := chartrepo.PackageDirs("../../test/fixtures/charts")
+	charts, err := chartrepo.PackageDirs(dir)
 	if err != nil {
 		t.Fatal(err)
 	}

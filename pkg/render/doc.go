@@ -8,6 +8,18 @@
 // kustomize, manifests and volcano units: krusty builds the unit directory,
 // whose (generated) kustomization.yaml may reference anything in the repo.
 //
+// A directory the unit's kustomization lists as a resource (an
+// application's source) that has no kustomization file gets the one Flux's
+// kustomize-controller would generate there, in memory: every file below
+// it whose name ends in .yaml or .yml, in lexical order, each of which must
+// parse as Kubernetes YAML; a subdirectory with a kustomization file of its
+// own listed as one resource and not descended into; other files and
+// symlinked directories skipped; an empty kustomization when nothing is
+// listed. So a source Flux deploys from a plain directory renders the
+// same. Kustomizations in the repo keep kustomize's rule: a directory they
+// list must have a kustomization file. A test keeps Flux's generator
+// (github.com/fluxcd/pkg/kustomize) as the oracle.
+//
 // helm units: the chart at Helm.Chart (a directory or a .tgz in the repo) is
 // templated with Helm.Values as `helm template --include-crds` would, with
 // release name Helm.ReleaseName (default: the unit name), namespace

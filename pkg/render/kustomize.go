@@ -31,6 +31,11 @@ type preflight struct {
 	// order, used to name the file when krusty rejects an object.
 	resources []string
 	seen      map[string]bool
+	// root is the unit directory (symlink-free): the directories its
+	// kustomization lists as resources are the application's sources,
+	// which, like a Flux Kustomization's path, get Flux's generated
+	// kustomization when they have none.
+	root string
 }
 
 func newPreflight(f *confinedFS) *preflight {
@@ -39,8 +44,10 @@ func newPreflight(f *confinedFS) *preflight {
 
 // kustomization checks the kustomization in dir (repo-relative). In
 // pluginConfigs mode the directory is a generator/transformer/validator
-// source, whose resources are plugin configurations.
-func (p *preflight) kustomization(dir string, pluginConfigs bool) error {
+// source, whose resources are plugin configurations. With generate, a
+// directory without a kustomization gets Flux's generated one (see
+// generateKustomization); else it is an error, as in kustomize.
+func (p *preflight) kustomization(dir string, pluginConfigs, generate bool) error {
 	realDir, err := p.fs.resolve(dir)
 	if err != nil {
 		return err
@@ -65,6 +72,13 @@ func (p *preflight) kustomization(dir string, pluginConfigs bool) error {
 			return err
 		}
 	}
+	if kfile == "" && generate {
+		if err := generateKustomization(p.fs, realDir); err != nil {
+			return err
+		}
+		kfile = path.Join(realDir, konfig.DefaultKustomizationFileName())
+		content = p.fs.overlay[kfile]
+	}
 	if kfile == "" {
 		return errFile(realDir, ErrKustomize, "no kustomization.yaml in the directory")
 	}
@@ -77,13 +91,17 @@ func (p *preflight) kustomization(dir string, pluginConfigs bool) error {
 	if len(k.HelmCharts) > 0 || k.HelmGlobals != nil {
 		return errFile(kfile, ErrPluginsDisabled, "helmCharts inflates charts with the helm binary; use a helm application source instead")
 	}
+	// Only the unit's own kustomization (which the hub writes) lists
+	// sources; a kustomization in the repo that lists a directory without
+	// one fails as it does in kustomize and in Flux.
+	sources := realDir == p.root && !pluginConfigs
 	for _, e := range k.Resources {
-		if err := p.entry(kfile, "resources", e, pluginConfigs); err != nil {
+		if err := p.entry(kfile, "resources", e, pluginConfigs, sources); err != nil {
 			return err
 		}
 	}
 	for _, e := range k.Components {
-		if err := p.entry(kfile, "components", e, pluginConfigs); err != nil {
+		if err := p.entry(kfile, "components", e, pluginConfigs, false); err != nil {
 			return err
 		}
 	}
@@ -176,8 +194,9 @@ func (p *preflight) local(kfile, field, value string) (string, error) {
 }
 
 // entry follows a resources/components entry: a directory is another
-// kustomization, a file is remembered for diagnosis.
-func (p *preflight) entry(kfile, field, value string, pluginConfigs bool) error {
+// kustomization (generated if generate and it has none), a file is
+// remembered for diagnosis.
+func (p *preflight) entry(kfile, field, value string, pluginConfigs, generate bool) error {
 	rel, err := p.local(kfile, field, value)
 	if err != nil {
 		return err
@@ -193,7 +212,7 @@ func (p *preflight) entry(kfile, field, value string, pluginConfigs bool) error 
 		return errFileCause(kfile, ErrKustomize, fmt.Sprintf("%s entry %q: %v", field, value, err), err)
 	}
 	if fi.IsDir() {
-		return p.kustomization(rel, pluginConfigs)
+		return p.kustomization(rel, pluginConfigs, generate)
 	}
 	if pluginConfigs {
 		data, err := p.fs.readRel(rel)
@@ -215,7 +234,7 @@ func (p *preflight) pluginEntry(kfile, field, value string) error {
 	if isInlineConfig(value) {
 		return checkPluginConfigs(kfile, []byte(value))
 	}
-	return p.entry(kfile, field, value, true)
+	return p.entry(kfile, field, value, true, false)
 }
 
 // isInlineConfig mirrors krusty: an entry that parses as an object is an
@@ -283,16 +302,18 @@ func krustyOptions() *krusty.Options {
 // build runs preflight and krusty on the unit directory dir.
 func build(ctx context.Context, f *confinedFS, dir string) (resmap.ResMap, *preflight, error) {
 	pf := newPreflight(f)
-	if err := pf.kustomization(dir, false); err != nil {
+	root, err := f.resolve(dir)
+	if err != nil {
+		return nil, pf, err
+	}
+	pf.root = root
+	if err := pf.kustomization(dir, false, false); err != nil {
 		if v := f.Violation(); v != nil {
 			return nil, pf, v
 		}
 		return nil, pf, err
 	}
-	realDir, err := f.resolve(dir)
-	if err != nil {
-		return nil, pf, err
-	}
+	realDir := root
 	type outcome struct {
 		m   resmap.ResMap
 		err error
