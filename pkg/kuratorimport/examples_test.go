@@ -15,12 +15,6 @@ import (
 	"github.com/flotilla-gitops/flotilla/pkg/plan"
 )
 
-// kubeVersion is written into every imported cluster: podinfo's chart
-// requires Kubernetes >= 1.23, and without a version Helm's default (today
-// v1.20.0, which render is being changed to replace with a current one)
-// fails that constraint. Kurator's AttachedClusters carry no version.
-const kubeVersion = "v1.31.0"
-
 // TestKuratorExamples runs every example of Kurator's examples/application
 // (testdata/examples, one fixture per upstream file) through what a
 // Kurator user does with Flotilla: import, validate, render (vendoring the
@@ -129,7 +123,8 @@ func TestKuratorExamples(t *testing.T) {
 			if err := Write(repo, res, false); err != nil {
 				t.Fatal(err)
 			}
-			setKubeVersion(t, repo)
+			// Kurator's clusters carry no Kubernetes version: podinfo's
+			// kubeVersion constraint (>=1.23) meets render.DefaultKubeVersion.
 
 			// flotilla validate.
 			loaded, err := fleet.Load(ctx, repo)
@@ -200,28 +195,6 @@ func TestKuratorExamples(t *testing.T) {
 				}
 			}
 		})
-	}
-}
-
-// setKubeVersion writes kubeVersion into every imported cluster file.
-func setKubeVersion(t *testing.T, repo string) {
-	t.Helper()
-	clusters, err := filepath.Glob(filepath.Join(repo, "clusters", "*.yaml"))
-	if err != nil || len(clusters) == 0 {
-		t.Fatalf("no imported clusters: %v", err)
-	}
-	for _, p := range clusters {
-		data, err := os.ReadFile(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		s := strings.Replace(string(data), "spec: {}\n", "spec:\n  kubernetesVersion: "+kubeVersion+"\n", 1)
-		if s == string(data) {
-			t.Fatalf("%s: no empty spec to set kubernetesVersion in:\n%s", p, data)
-		}
-		if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
-			t.Fatal(err)
-		}
 	}
 }
 
