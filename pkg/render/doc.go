@@ -21,19 +21,51 @@
 // (github.com/fluxcd/pkg/kustomize) as the oracle.
 //
 // helm units: the chart at Helm.Chart (a directory or a .tgz in the repo) is
-// templated with Helm.Values as `helm template --include-crds` would, with
-// release name Helm.ReleaseName (default: the unit name), namespace
-// Namespace (default "default") and Options.Capabilities. CRDs from crds/
-// are included; NOTES.txt and test hooks are dropped. Other hooks (objects
-// annotated helm.sh/hook) go through the unit's kustomization with the rest
-// and are then set apart in Result.Hooks with their events, weight and
-// delete policies (before-hook-creation when none), ordered as Helm runs
-// them: the agent runs them around the unit's apply, not as its objects.
-// The output becomes slice.HelmOutputFile in the unit directory (in memory
-// only) and krusty builds the unit's kustomization.yaml, which lists it —
-// so images, replicas, patches and namespace apply to charts exactly as to
-// kustomize sources. Without a kustomization.yaml, one listing the output
-// and setting Namespace is generated.
+// templated with Helm.Values as Helm's install action does in a client-only
+// dry run (`helm template --include-crds`), with release name
+// Helm.ReleaseName (default: the unit name), release namespace Namespace
+// (default "default") and Options.Capabilities: the cluster's Kubernetes
+// version (DefaultKubeVersion when unknown) and API versions added to
+// Helm's, and Helm's version as its release binary reports it. CRDs from
+// crds/ are included; NOTES.txt and test hooks are dropped: Flotilla never
+// runs `helm test` (hooks that test a release on request have no place in a
+// reconcile loop), so they are not rendered, as with `helm template
+// --skip-tests`. Other hooks (objects annotated helm.sh/hook) go through
+// the unit's kustomization with the rest and are then set apart in
+// Result.Hooks with their events, weight and delete policies
+// (before-hook-creation when none), ordered as Helm runs them: the agent
+// runs them around the unit's apply, not as its objects. The output becomes
+// slice.HelmOutputFile in the unit directory (in memory only) and krusty
+// builds the unit's kustomization.yaml, which lists it, so images, replicas
+// and patches apply to charts exactly as to kustomize sources; without a
+// kustomization.yaml, one listing the output is generated.
+//
+// # Namespaces
+//
+// Every object ends with the namespace the cluster will hold it in, so that
+// what plan shows, what the agent applies, tracks, prunes and checks for
+// drift, and what the cluster holds are the same object:
+//
+//   - A helm unit's objects keep the namespaces the chart gave them (a
+//     RoleBinding in kube-system stays there); the release namespace fills
+//     only namespaced objects that have none, as `helm install --namespace`
+//     does. RoleBinding subjects are left as the chart wrote them.
+//   - kustomize, manifests and volcano units keep kustomize's `namespace:`
+//     behaviour, with two exceptions: a cluster-scoped kind never gets a
+//     namespace (kustomize treats kinds it does not know, such as custom
+//     kinds and built-in kinds newer than its schema, as namespaced), and a
+//     subject of a RoleBinding or ClusterRoleBinding that is not a
+//     ServiceAccount keeps no namespace (kustomize sets one on every
+//     subject named "default").
+//   - A cluster-scoped object never has a namespace (the API server drops
+//     one sent with it).
+//
+// A kind's scope comes from Capabilities.Namespaced (the agent fills it
+// from its cluster's discovery), else from the CustomResourceDefinitions
+// the unit renders, else from the kinds built into Kubernetes. A kind
+// found in none of them is treated as namespaced and listed in
+// Result.UnknownScope, which plan reports (the hub has no discovery: it
+// also looks at the CRDs of the cluster's other rendered units).
 //
 // # SOPS-encrypted files
 //
