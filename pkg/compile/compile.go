@@ -3,6 +3,8 @@ package compile
 import (
 	"context"
 
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
 	"github.com/flotilla-gitops/flotilla/pkg/fleet"
 	"github.com/flotilla-gitops/flotilla/pkg/gitsource"
 	"github.com/flotilla-gitops/flotilla/pkg/render/chartvendor"
@@ -71,6 +73,10 @@ type Output struct {
 	// Notes say what the compiler decided on the user's behalf (an
 	// application's copy of a fleet namespace left out), one line each.
 	Notes []string
+	// KindScopes are the custom kinds the compiled units' CRDs define and
+	// their scope (true: namespaced): what the hub knows of kinds beyond
+	// the built-in ones when it renders without a cluster (plan).
+	KindScopes map[schema.GroupKind]bool
 }
 
 // ClusterOutput is one cluster's slice and its files.
@@ -142,7 +148,9 @@ type compiler struct {
 	nsMemo     map[string]*unitContent
 	// owned memoises units rebuilt by the ownership rules (ownership.go).
 	owned map[string]*unitContent
-	notes noteCollector
+	// kindScopes: Output.KindScopes, found by renderContents.
+	kindScopes map[schema.GroupKind]bool
+	notes      noteCollector
 	// fleetState: policies, identities and routes (fleetunits.go).
 	fleetState *fleetUnitState
 	// volcano: queues and GlobalJobs (volcano.go).
@@ -268,5 +276,6 @@ func (c *compiler) run() (*Output, error) {
 	out.Rollouts = c.rollouts
 	out.Warnings = c.warns.list()
 	out.Notes = c.notes.list()
+	out.KindScopes = c.kindScopes
 	return out, nil
 }

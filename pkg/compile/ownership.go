@@ -1,8 +1,10 @@
 package compile
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
@@ -11,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/flotilla-gitops/flotilla/pkg/fleet"
 	"github.com/flotilla-gitops/flotilla/pkg/render"
@@ -129,47 +133,58 @@ func (c *compiler) renderContents(drafts []*clusterDraft) (map[*unitContent]*uni
 		}
 	}
 	results := make([]*unitObjects, len(jobs))
-	next := make(chan int)
-	var wg sync.WaitGroup
-	for range min(runtime.GOMAXPROCS(0), len(jobs)) {
-		wg.Go(func() {
-			for i := range next {
-				res, err := render.Unit(c.ctx, c.repo.Root, jobs[i].unit, render.Options{})
-				if errors.Is(err, render.ErrInvalidObject) {
-					// The sources themselves are wrong (an object without
-					// a name, a generateName, a duplicate): no cluster
-					// could apply it, so the hub says so now.
-					results[i] = &unitObjects{invalid: err}
-					continue
+	unknown := make([][]string, len(jobs))
+	scopes := make([]map[schema.GroupKind]bool, len(jobs))
+	renderAll := func(which []int, opts render.Options) {
+		next := make(chan int)
+		var wg sync.WaitGroup
+		for range min(runtime.GOMAXPROCS(0), len(which)) {
+			wg.Go(func() {
+				for i := range next {
+					results[i], unknown[i], scopes[i] = renderObjects(c.ctx, c.repo.Root, jobs[i].unit, opts)
 				}
-				if err != nil {
-					continue
-				}
-				uo := &unitObjects{keys: make([]objectKey, len(res.Objects))}
-				for k, o := range res.Objects {
-					gvk := o.GroupVersionKind()
-					uo.keys[k] = objectKey{group: gvk.Group, kind: gvk.Kind, namespace: o.GetNamespace(), name: o.GetName()}
-					if gvk.Group == "" && gvk.Kind == "Namespace" {
-						if uo.namespaces == nil {
-							uo.namespaces = map[string]namespaceMeta{}
-						}
-						uo.namespaces[o.GetName()] = namespaceMeta{labels: o.GetLabels(), annotations: o.GetAnnotations()}
-					}
-				}
-				results[i] = uo
-			}
-		})
-	}
-	for i := range jobs {
-		if c.ctx.Err() != nil {
-			break
+			})
 		}
-		next <- i
+		for _, i := range which {
+			if c.ctx.Err() != nil {
+				break
+			}
+			next <- i
+		}
+		close(next)
+		wg.Wait()
 	}
-	close(next)
-	wg.Wait()
+	all := make([]int, len(jobs))
+	for i := range jobs {
+		all[i] = i
+	}
+	renderAll(all, render.Options{})
 	if err := c.ctx.Err(); err != nil {
 		return nil, err
+	}
+	// A custom kind's scope comes from its CRD, which may be another
+	// unit's (a CRDs chart an application depends on): units that met
+	// kinds of unknown scope render again knowing every unit's CRDs, so
+	// that their objects are keyed by the namespace the cluster holds them
+	// in.
+	c.kindScopes = map[schema.GroupKind]bool{}
+	for _, m := range scopes {
+		maps.Copy(c.kindScopes, m)
+	}
+	var again []int
+	for i, kinds := range unknown {
+		for _, k := range kinds {
+			if _, ok := c.kindScopes[schema.ParseGroupKind(k)]; ok {
+				again = append(again, i)
+				break
+			}
+		}
+	}
+	if len(again) > 0 {
+		renderAll(again, render.Options{Capabilities: render.Capabilities{Namespaced: c.kindScopes}})
+		if err := c.ctx.Err(); err != nil {
+			return nil, err
+		}
 	}
 	for ct, i := range jobOf {
 		if results[i] != nil {
@@ -332,6 +347,39 @@ func (d *clusterDraft) setContent(name string, ct *unitContent) {
 			d.units[i].Hash = ct.hash
 		}
 	}
+}
+
+// renderObjects renders one unit for the ownership check: its object keys
+// and namespaces, the kinds whose scope the render did not know, and the
+// scopes its CRDs define. A unit that fails to render for another reason
+// than invalid objects has no result (the agent and plan report it).
+func renderObjects(ctx context.Context, root string, u slice.Unit, opts render.Options) (*unitObjects, []string, map[schema.GroupKind]bool) {
+	res, err := render.Unit(ctx, root, u, opts)
+	if errors.Is(err, render.ErrInvalidObject) {
+		// The sources themselves are wrong (an object without a name, a
+		// generateName, a duplicate): no cluster could apply it, so the
+		// hub says so now.
+		return &unitObjects{invalid: err}, nil, nil
+	}
+	if err != nil {
+		return nil, nil, nil
+	}
+	uo := &unitObjects{keys: make([]objectKey, len(res.Objects))}
+	scopes := map[schema.GroupKind]bool{}
+	for k, o := range res.Objects {
+		gvk := o.GroupVersionKind()
+		uo.keys[k] = objectKey{group: gvk.Group, kind: gvk.Kind, namespace: o.GetNamespace(), name: o.GetName()}
+		if gvk.Group == "" && gvk.Kind == "Namespace" {
+			if uo.namespaces == nil {
+				uo.namespaces = map[string]namespaceMeta{}
+			}
+			uo.namespaces[o.GetName()] = namespaceMeta{labels: o.GetLabels(), annotations: o.GetAnnotations()}
+		}
+		if gk, namespaced, ok := render.CRDScope(o); ok {
+			scopes[gk] = namespaced
+		}
+	}
+	return uo, res.UnknownScope, scopes
 }
 
 // withoutNamespaces is an application unit's content with a `$patch:

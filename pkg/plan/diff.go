@@ -121,7 +121,7 @@ func (pl *planner) cluster(name string, pairs []*unitPair, p *Plan) (*ClusterPla
 	}
 	for _, up := range pairs {
 		if j := up.headJob; j != nil && len(j.unknownScope) > 0 {
-			p.Warnings = append(p.Warnings, fmt.Sprintf("cluster %s unit %s: the scope of %s is not known here (no CRD for it among the units rendered for this plan, and not a built-in kind); plan shows such objects as namespaced, the agent places them as its cluster serves them.",
+			p.Warnings = append(p.Warnings, fmt.Sprintf("cluster %s unit %s: the scope of %s is not known here (not a built-in kind, and no CRD in the fleet defines it); plan shows such objects as namespaced, the agent places them as its cluster serves them.",
 				name, up.name, strings.Join(j.unknownScope, ", ")))
 		}
 		u, err := pl.unit(name, up)

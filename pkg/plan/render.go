@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"maps"
 	"runtime"
-	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -30,7 +30,7 @@ type renderJob struct {
 	hooks    []*unstructured.Unstructured
 	hookRuns map[string]string
 	// unknownScope are the kinds whose scope nothing told (render's
-	// Result.UnknownScope after the cluster's other units' CRDs).
+	// Result.UnknownScope, with the fleet's CRDs known).
 	unknownScope []string
 	err          error
 }
@@ -47,45 +47,14 @@ func (pl *planner) renderAll(ctx context.Context, jobs []*renderJob) error {
 	if workers <= 0 {
 		workers = runtime.GOMAXPROCS(0)
 	}
-	pl.renderJobs(ctx, jobs, workers, nil)
-	if err := ctx.Err(); err != nil {
-		return err
+	// Custom kinds take their scope from the CRDs the fleet ships (every
+	// unit compile rendered, head's first); a kind of unknown scope is
+	// reported (diff.go).
+	scopes := maps.Clone(pl.base.out.KindScopes)
+	if scopes == nil {
+		scopes = map[schema.GroupKind]bool{}
 	}
-	// A custom kind's scope comes from its CRD; a CRD in another unit of
-	// the same cluster (a CRDs chart the app depends on) is known only once
-	// that unit has rendered, so units that met such kinds render again.
-	// Units left unrendered (unchanged) add nothing: their kinds' scope is
-	// reported as unknown.
-	crds := map[string]map[schema.GroupKind]bool{}
-	var again []*renderJob
-	for _, j := range jobs {
-		key := j.side.name + "/" + j.cluster
-		for _, o := range append(slices.Clone(j.objs), j.hooks...) {
-			if gk, namespaced, ok := render.CRDScope(o); ok {
-				if crds[key] == nil {
-					crds[key] = map[schema.GroupKind]bool{}
-				}
-				crds[key][gk] = namespaced
-			}
-		}
-	}
-	for _, j := range jobs {
-		for _, k := range j.unknownScope {
-			if _, ok := crds[j.side.name+"/"+j.cluster][kindOf(k)]; ok {
-				again = append(again, j)
-				break
-			}
-		}
-	}
-	if len(again) > 0 {
-		pl.renderJobs(ctx, again, workers, func(j *renderJob) map[schema.GroupKind]bool { return crds[j.side.name+"/"+j.cluster] })
-	}
-	return ctx.Err()
-}
-
-// renderJobs renders jobs on workers goroutines; scopes, when set, gives a
-// job's kinds' scopes known from its cluster's other units.
-func (pl *planner) renderJobs(ctx context.Context, jobs []*renderJob, workers int, scopes func(*renderJob) map[schema.GroupKind]bool) {
+	maps.Copy(scopes, pl.head.out.KindScopes)
 	next := make(chan *renderJob)
 	var wg sync.WaitGroup
 	for range min(workers, max(1, len(jobs))) {
@@ -94,13 +63,8 @@ func (pl *planner) renderJobs(ctx context.Context, jobs []*renderJob, workers in
 			defer wg.Done()
 			for j := range next {
 				caps := pl.caps[j.cluster]
-				rc := render.Capabilities{KubeVersion: caps.KubeVersion, APIVersions: caps.list}
-				if scopes != nil {
-					rc.Namespaced = scopes(j)
-				}
-				j.objs, j.hooks, j.hookRuns, j.unknownScope, j.err = nil, nil, nil, nil, nil
 				res, err := render.Unit(ctx, j.side.root, j.unit, render.Options{
-					Capabilities:  rc,
+					Capabilities:  render.Capabilities{KubeVersion: caps.KubeVersion, APIVersions: caps.list, Namespaced: scopes},
 					Limits:        pl.opts.Limits,
 					HelmInProcess: pl.opts.HelmInProcess,
 				})
@@ -134,12 +98,7 @@ func (pl *planner) renderJobs(ctx context.Context, jobs []*renderJob, workers in
 	}
 	close(next)
 	wg.Wait()
-}
-
-// kindOf parses schema.GroupKind's String form ("Kind.group", or "Kind").
-func kindOf(s string) schema.GroupKind {
-	kind, group, _ := strings.Cut(s, ".")
-	return schema.GroupKind{Group: group, Kind: kind}
+	return ctx.Err()
 }
 
 // writeUnitDir makes the unit directory in a side's copy hold exactly the

@@ -65,7 +65,7 @@
 // the unit renders, else from the kinds built into Kubernetes. A kind
 // found in none of them is treated as namespaced and listed in
 // Result.UnknownScope, which plan reports (the hub has no discovery: it
-// also looks at the CRDs of the cluster's other rendered units).
+// passes the scopes of the CRDs the whole fleet ships, found by compile).
 //
 // # SOPS-encrypted files
 //
