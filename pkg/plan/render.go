@@ -3,9 +3,9 @@ package plan
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
-	"maps"
 	"runtime"
 	"sort"
 	"strings"
