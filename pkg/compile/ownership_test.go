@@ -44,6 +44,21 @@ spec:
     spec: {containers: [{name: web, image: nginx}]}
 `
 
+const gizmoCRD = `apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: gizmos.example.com
+spec:
+  group: example.com
+  names: {kind: Gizmo, plural: gizmos, singular: gizmo}
+  scope: Cluster
+  versions:
+    - name: v1
+      served: true
+      storage: true
+      schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}
+`
+
 func webappNamespace(labels string) string {
 	return "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: webapp\n  labels:\n" + labels
 }
@@ -69,6 +84,20 @@ func TestOwnershipErrors(t *testing.T) {
 					Applications: []*fleet.Application{one, two}}
 			},
 			want: []string{"apps/two/app.yaml", "spec.source", "Deployment.apps shared/web is rendered by unit one (apps/one/app.yaml) and by unit two (apps/two/app.yaml)", "cluster b"},
+		},
+		{
+			// Gizmo is cluster-scoped (the crds application's CRD says so):
+			// the namespaces the applications set do not tell the two apart.
+			name: "two applications in other namespaces render one cluster-scoped custom object",
+			build: func(t *testing.T, root string) *fleet.Repo {
+				crds := appWithFiles(t, root, "crds", map[string]string{"crd.yaml": gizmoCRD}, toClusters("a"))
+				one := appWithFiles(t, root, "one", map[string]string{"g.yaml": "apiVersion: example.com/v1\nkind: Gizmo\nmetadata:\n  name: same\n"}, toClusters("a"))
+				one.Spec.Namespace = "n1"
+				two := appWithFiles(t, root, "two", map[string]string{"g.yaml": "apiVersion: example.com/v1\nkind: Gizmo\nmetadata:\n  name: same\n"}, toClusters("a"))
+				two.Spec.Namespace = "n2"
+				return &fleet.Repo{Root: root, Clusters: []*fleet.Cluster{cluster("a", nil)}, Applications: []*fleet.Application{crds, one, two}}
+			},
+			want: []string{"apps/two/app.yaml", "Gizmo.example.com same is rendered by unit one (apps/one/app.yaml) and by unit two (apps/two/app.yaml)", "cluster a"},
 		},
 		{
 			name: "an object with only generateName",
