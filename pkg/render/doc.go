@@ -55,8 +55,8 @@
 //     namespace (kustomize treats kinds it does not know, such as custom
 //     kinds and built-in kinds newer than its schema, as namespaced), and a
 //     subject of a RoleBinding or ClusterRoleBinding that is not a
-//     ServiceAccount keeps no namespace (kustomize sets one on every
-//     subject named "default").
+//     ServiceAccount has no namespace (kustomize sets one on every subject
+//     named "default"; RBAC gives a User or Group none).
 //   - A cluster-scoped object never has a namespace (the API server drops
 //     one sent with it).
 //

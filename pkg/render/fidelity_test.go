@@ -297,7 +297,7 @@ func TestDefaultKubeVersionFollowsClientGo(t *testing.T) {
 // TestKustomizeNamespaceMatchesKrusty: a kustomize unit's namespace: works
 // as kustomize build, except where the cluster would hold the object
 // otherwise (a cluster-scoped kind kustomize does not know) and for
-// non-ServiceAccount subjects.
+// non-ServiceAccount subjects, which keep no namespace.
 func TestKustomizeNamespaceMatchesKrusty(t *testing.T) {
 	k := krusty.MakeKustomizer(krusty.MakeDefaultOptions())
 	m, err := k.Run(filesys.MakeFsOnDisk(), filepath.Join(fidelityRepo, "kust"))
@@ -337,7 +337,7 @@ func TestKustomizeNamespaceMatchesKrusty(t *testing.T) {
 			subjects, _, _ := unstructured.NestedSlice(o.Object, "subjects")
 			for _, s := range subjects {
 				m := s.(map[string]any)
-				if m["kind"] != "ServiceAccount" && m["namespace"] == "apps" {
+				if _, ok := m["namespace"]; ok && m["kind"] != "ServiceAccount" {
 					delete(m, "namespace")
 					deviations++
 				}
@@ -345,8 +345,8 @@ func TestKustomizeNamespaceMatchesKrusty(t *testing.T) {
 			_ = unstructured.SetNestedSlice(o.Object, subjects, "subjects")
 		}
 	}
-	if deviations != 5 {
-		t.Errorf("%d documented deviations from krusty, the tree has 5", deviations)
+	if deviations != 6 {
+		t.Errorf("%d documented deviations from krusty, the tree has 6", deviations)
 	}
 	sameObjects(t, res.Objects, want)
 }

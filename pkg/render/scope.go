@@ -130,9 +130,9 @@ func CRDScope(o *unstructured.Unstructured) (gk schema.GroupKind, namespaced, ok
 // a helm unit (fill), ns fills only namespaced objects that have none, as
 // `helm install --namespace` does; an object the chart put in another
 // namespace stays there. For other units, kustomize's `namespace:` has
-// already run; what it wrote into RoleBinding subjects that are not
-// ServiceAccounts (it sets every subject named "default") is taken back,
-// since only a ServiceAccount subject has a namespace.
+// already run, and RoleBinding subjects that are not ServiceAccounts lose
+// their namespace: kustomize sets one on every subject named "default",
+// and only a ServiceAccount subject has one.
 func placeNamespaces(m resmap.ResMap, sc *scopes, ns string, fill bool) ([]string, error) {
 	var unknown []string
 	for _, r := range m.Resources() {
@@ -149,8 +149,8 @@ func placeNamespaces(m resmap.ResMap, sc *scopes, ns string, fill bool) ([]strin
 		case namespaced && fill && r.GetNamespace() == "":
 			err = r.SetNamespace(ns)
 		}
-		if err == nil && !fill && ns != "" && isRoleBindingKind(gk) {
-			err = clearNonServiceAccountSubjects(&r.RNode, ns)
+		if err == nil && !fill && isRoleBindingKind(gk) {
+			err = clearNonServiceAccountSubjects(&r.RNode)
 		}
 		if err != nil {
 			return nil, classed(ErrInvalidObject, fmt.Sprintf("object %s: namespace: %v", r.CurId(), err))
@@ -164,18 +164,15 @@ func isRoleBindingKind(gk schema.GroupKind) bool {
 	return gk.Group == "rbac.authorization.k8s.io" && (gk.Kind == "RoleBinding" || gk.Kind == "ClusterRoleBinding")
 }
 
-// clearNonServiceAccountSubjects removes the namespace kustomize's
-// namespace transformer set on User and Group subjects named "default".
-func clearNonServiceAccountSubjects(rn *yaml.RNode, ns string) error {
+// clearNonServiceAccountSubjects removes the namespace of every subject
+// that is not a ServiceAccount.
+func clearNonServiceAccountSubjects(rn *yaml.RNode) error {
 	subjects, err := rn.Pipe(yaml.Lookup("subjects"))
 	if err != nil || subjects == nil || subjects.YNode().Kind != yaml.SequenceNode {
 		return err
 	}
 	return subjects.VisitElements(func(s *yaml.RNode) error {
-		kind, _ := s.GetString("kind")
-		name, _ := s.GetString("name")
-		namespace, _ := s.GetString("namespace")
-		if kind == "ServiceAccount" || name != "default" || namespace != ns {
+		if kind, _ := s.GetString("kind"); kind == "ServiceAccount" {
 			return nil
 		}
 		return s.PipeE(yaml.Clear("namespace"))
