@@ -9,14 +9,18 @@
 // whose (generated) kustomization.yaml may reference anything in the repo.
 //
 // helm units: the chart at Helm.Chart (a directory or a .tgz in the repo) is
-// templated with Helm.Values as `helm template --include-crds` would, with
-// release name Helm.ReleaseName (default: the unit name), namespace
-// Namespace (default "default") and Options.Capabilities. CRDs from crds/
-// are included; NOTES.txt and test hooks are dropped. Other hooks (objects
-// annotated helm.sh/hook) go through the unit's kustomization with the rest
-// and are then set apart in Result.Hooks with their events, weight and
-// delete policies (before-hook-creation when none), ordered as Helm runs
-// them: the agent runs them around the unit's apply, not as its objects.
+// templated with Helm.Values as `helm template --include-crds --skip-tests`
+// would, with release name Helm.ReleaseName (default: the unit name),
+// namespace Namespace (default "default") and Options.Capabilities. CRDs
+// from crds/ are included; NOTES.txt and test hooks are dropped (`helm
+// template` keeps test hooks without --skip-tests): only `helm test` runs
+// them, never an install or upgrade, and Flotilla has no such step. Other
+// hooks (objects annotated helm.sh/hook) go through the unit's
+// kustomization with the rest and are then set apart in Result.Hooks with
+// their events, weight and delete policies (before-hook-creation when
+// none), ordered as Helm's install and upgrade run them (by weight, then
+// name, then kind): the agent runs them around the unit's apply, not as
+// its objects.
 // The output becomes slice.HelmOutputFile in the unit directory (in memory
 // only) and krusty builds the unit's kustomization.yaml, which lists it —
 // so images, replicas, patches and namespace apply to charts exactly as to
