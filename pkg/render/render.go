@@ -26,7 +26,7 @@ type Result struct {
 	Objects []*unstructured.Unstructured
 	// Hooks are a helm unit's Helm hooks (objects annotated helm.sh/hook),
 	// not among Objects: the agent runs them around the unit's apply, in
-	// this order (weight, then kind and name). Always empty for other
+	// this order (Helm's: weight, then name, then kind). Always empty for other
 	// kinds of unit.
 	Hooks []Hook
 	// Size is the total size of Objects and Hooks as JSON (krusty's
