@@ -38,6 +38,12 @@
 // render.Options.Decryptor): it shows as encrypted, and as changed when
 // its ciphertext changed, never with its value.
 //
+// A unit whose content hash changed while none of its objects, hooks or
+// settings did (a comment, a SOPS file re-keyed by `sops updatekeys`:
+// same encrypted values, new recipients) is still listed as changed, with
+// a line saying so, naming the SOPS files whose bytes changed: the agent
+// renders and applies it again, and runs its Helm hooks again.
+//
 // Notes say in words what moved between clusters: replica divisions
 // ("nginx: member1 3→2 replicas, member2 1→2") and Volcano job placements
 // ("job tf-training: placed on member2 (was member1)"). Ownership says what
@@ -78,6 +84,10 @@
 //	    name, kind, change, baseHash, headHash
 //	    settings          ["prune: true → false", …] (how the unit is applied)
 //	    error, baseError  render errors (no object contents)
+//	    inputsOnly        true when the hash changed but no object, hook or
+//	                      setting differs (the agent still re-applies it)
+//	    reencrypted       for such a unit, the SOPS files it reads whose
+//	                      bytes changed (re-keyed, re-encrypted)
 //	    objects[]         head's order, removed objects last:
 //	      apiVersion, kind, namespace, name, change
 //	      diff            unified diff hunks of the object's YAML

@@ -27,7 +27,9 @@ type renderJob struct {
 	// runs, by apiVersion and ObjectPlan.ID.
 	hooks    []*unstructured.Unstructured
 	hookRuns map[string]string
-	err      error
+	// encrypted are the SOPS files the render read (render.Result).
+	encrypted []string
+	err       error
 }
 
 // renderAll prepares every job's unit directory from the compiled files,
@@ -59,6 +61,7 @@ func (pl *planner) renderAll(ctx context.Context, jobs []*renderJob) error {
 					j.err = err
 					continue
 				}
+				j.encrypted = res.Encrypted
 				j.objs = make([]*unstructured.Unstructured, len(res.Objects))
 				for i, o := range res.Objects {
 					j.objs[i] = pl.masker.normalize(o)
