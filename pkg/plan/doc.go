@@ -36,7 +36,9 @@
 // SOPS-encrypted in Git renders without its key as
 // "<sops-encrypted:sha256:…>", a digest of its ciphertext (see
 // render.Options.Decryptor): it shows as encrypted, and as changed when
-// its ciphertext changed, never with its value.
+// its ciphertext changed, never with its value. A Secret or ConfigMap
+// kustomize generates from encrypted files, and every reference to it, is
+// named "<name>-<hash decided on the cluster>" (render.ClusterHash).
 //
 // A unit whose content hash changed while none of its objects, hooks or
 // settings did (a comment, a SOPS file re-keyed by `sops updatekeys`:

@@ -39,7 +39,11 @@
 // .env and binary inputs and Helm values work alike, and kustomize's
 // transformers run on plaintext. A file that does not decrypt fails the
 // unit with ErrDecrypt naming it; Result.Encrypted lists the SOPS files
-// read. Plaintext stays in memory for the render only.
+// read. Plaintext stays in memory for the render only. Without a
+// Decryptor, a Secret or ConfigMap a kustomize generator makes from
+// encrypted files is named "<name>-" + ClusterHash, and so is every
+// reference to it: kustomize's name suffix is a hash of the plaintext,
+// which only the cluster has.
 //
 // # Output
 //

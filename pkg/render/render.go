@@ -128,6 +128,9 @@ func renderUnit(ctx context.Context, repoRoot string, u slice.Unit, opts Options
 		return nil, err
 	}
 	res := &Result{Objects: objs, Size: size, Encrypted: f.encryptedFiles()}
+	if opts.Decryptor == nil && len(res.Encrypted) > 0 && markClusterHashes(objs) {
+		sortObjects(objs) // names changed
+	}
 	if u.Kind == slice.UnitHelm {
 		if res.Objects, res.Hooks, err = splitHooks(objs); err != nil {
 			return nil, err
