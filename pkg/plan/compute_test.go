@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	"github.com/flotilla-gitops/flotilla/pkg/compile"
 	"github.com/flotilla-gitops/flotilla/pkg/fleet"
 	"github.com/flotilla-gitops/flotilla/pkg/plan"
+	"github.com/flotilla-gitops/flotilla/pkg/render"
 	"github.com/flotilla-gitops/flotilla/test/golden"
 	"github.com/flotilla-gitops/flotilla/test/sopscli"
 )
@@ -603,5 +605,64 @@ func TestReKeyedSOPSFileInPlan(t *testing.T) {
 		if strings.Contains(out.String(), secret) || strings.Contains(out.String(), "ENC[AES256_GCM") {
 			t.Errorf("%s plan holds the plaintext or ciphertext", format)
 		}
+	}
+}
+
+// TestGeneratedSecretOverSOPSInPlan: a secretGenerator over an encrypted
+// .env file is hashed by kustomize from the plaintext on the cluster, so
+// the plan names it, and the Deployment's reference to it,
+// "<name>-<hash decided on the cluster>", never the hub's own hash of the
+// redaction markers; a changed value shows as a change of that Secret.
+func TestGeneratedSecretOverSOPSInPlan(t *testing.T) {
+	sopscli.Require(t)
+	k := sopscli.NewKey(t)
+	env := func(v string) string {
+		return string(sopscli.Encrypt(t, "db.env", []byte("PASSWORD="+v+"\n"), sopscli.Options{}, k.Recipient))
+	}
+	files := maps.Clone(smallFleet)
+	files["apps/web/app.yaml"] = strings.Replace(files["apps/web/app.yaml"], "    manifests:\n      path: manifests\n", "    kustomize:\n      path: base\n", 1)
+	files["apps/web/base/kustomization.yaml"] = "resources: [deployment.yaml]\nsecretGenerator:\n- name: db\n  envs: [db.env]\n"
+	files["apps/web/base/deployment.yaml"] = `apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+spec:
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      containers:
+      - name: web
+        image: web:1
+        envFrom:
+        - secretRef: {name: db}
+`
+	files["apps/web/base/db.env"] = env("before-Kx81")
+	r := newTestRepo(t, files)
+	r.write(map[string]string{
+		"apps/web/base/db.env":          env("after-Lw27"),
+		"apps/web/base/deployment.yaml": strings.Replace(files["apps/web/base/deployment.yaml"], "web:1", "web:2", 1),
+	})
+	r.render()
+
+	p := r.plan(plan.Options{MaskKey: []byte("k")})
+	const name = "db-" + render.ClusterHash
+	for _, c := range p.Clusters {
+		var ids []string
+		for _, u := range c.Units {
+			for _, o := range u.Objects {
+				ids = append(ids, string(o.Change)+" "+o.ID())
+				if o.Kind == "Deployment" && !regexp.MustCompile(`secretRef:\n\s+name: `+regexp.QuoteMeta(name)+`\n`).MatchString(o.Diff) {
+					t.Errorf("cluster %s: the Deployment does not refer to %s:\n%s", c.Name, name, o.Diff)
+				}
+			}
+		}
+		want := []string{"changed Secret web/" + name, "changed Deployment web/web"}
+		if !slices.Equal(ids, want) {
+			t.Errorf("cluster %s: objects %q, want %q", c.Name, ids, want)
+		}
+	}
+	if len(p.Clusters) != 2 {
+		t.Errorf("clusters %q, want c1 and c2", clusterNames(p))
 	}
 }
