@@ -120,6 +120,17 @@ func TestSecretsDocsCommands(t *testing.T) {
 	encrypt := blockWith(t, blocks, "--encrypt")
 	rotate := blockWith(t, blocks, "updatekeys")
 
+	// The command's own example gives the same commands.
+	recipients, _, err := NewRootCommand().Find([]string{"secrets", "recipients"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range encrypt {
+		if strings.HasPrefix(line, "sops") && !strings.Contains(recipients.Example, "\n  "+line+"\n") {
+			t.Errorf("flotilla secrets recipients --help does not show %q:\n%s", line, recipients.Example)
+		}
+	}
+
 	dir := initFleet(t)
 	member1, edge1 := sopscli.NewKey(t), sopscli.NewKey(t)
 	for name, k := range map[string]sopscli.Key{"member1": member1, "edge-1": edge1} {
