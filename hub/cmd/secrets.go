@@ -67,8 +67,9 @@ Output (-o):
          plan), every other file (.env, certificates) entirely
   json   [{"cluster": …, "recipient": …}, …]`,
 		Example: `  # Write .sops.yaml for the production fleet, then encrypt a Secret in place
+  # (sops reads .sops.yaml from its working directory, hence --config)
   flotilla secrets recipients production -o yaml > apps/payments/.sops.yaml
-  sops --encrypt --in-place apps/payments/db-secret.yaml
+  sops --config apps/payments/.sops.yaml --encrypt --in-place apps/payments/db-secret.yaml
 
   # Encrypt for two clusters by name, without a .sops.yaml
   sops --encrypt --encrypted-regex '^(data|stringData)$' \

@@ -251,6 +251,11 @@ func (c *compiler) resolveOwnership(d *clusterDraft, objects map[*unitContent]*u
 					app.Source.File, app.Metadata.Name, k.name, decl.fleet.Metadata.Name, decl.fleet.Source.File, slice.UnitNamespaces), d.cluster)
 				continue
 			}
+			if strings.HasSuffix(k.name, render.ClusterHash) {
+				// Generated from SOPS data: its real name hashes the
+				// plaintext, known on the cluster only.
+				continue
+			}
 			first, dup := owners[k]
 			if !dup {
 				owners[k] = u.Name

@@ -11,6 +11,7 @@ import (
 	"github.com/flotilla-gitops/flotilla/pkg/fleet"
 	"github.com/flotilla-gitops/flotilla/pkg/render"
 	"github.com/flotilla-gitops/flotilla/pkg/slice"
+	"github.com/flotilla-gitops/flotilla/test/sopscli"
 )
 
 // appWithFiles is a manifests application whose source holds files.
@@ -214,5 +215,41 @@ func TestOwnershipFleetNamespace(t *testing.T) {
 		if objects[id] != unit {
 			t.Errorf("%s is rendered by %q, want %q", id, objects[id], unit)
 		}
+	}
+}
+
+// TestOwnershipGeneratedOverSOPS: two applications in one namespace each
+// generate a Secret "db" from their own encrypted .env. On the cluster
+// kustomize hashes each plaintext into a different name; the hub names
+// both "db-<hash decided on the cluster>" (render.ClusterHash), which is
+// no claim it can check, so it is no conflict.
+func TestOwnershipGeneratedOverSOPS(t *testing.T) {
+	sopscli.Require(t)
+	k := sopscli.NewKey(t)
+	root := t.TempDir()
+	var apps []*fleet.Application
+	for _, name := range []string{"one", "two"} {
+		dir := filepath.Join(root, "apps", name, "k")
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		files := map[string][]byte{
+			"kustomization.yaml": []byte("namespace: shared\nsecretGenerator:\n- name: db\n  envs: [db.env]\n"),
+			"db.env":             sopscli.Encrypt(t, "db.env", []byte("PASSWORD="+name+"\n"), sopscli.Options{}, k.Recipient),
+		}
+		for n, data := range files {
+			if err := os.WriteFile(filepath.Join(dir, n), data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		apps = append(apps, &fleet.Application{
+			Metadata: fleet.ObjectMeta{Name: name},
+			Spec:     fleet.ApplicationSpec{Source: fleet.AppSource{Kustomize: &fleet.PathSource{Path: "k"}}, SyncPolicies: []fleet.SyncPolicy{toClusters("a")}},
+			Source:   fleet.Source{File: "apps/" + name + "/app.yaml", Line: 1},
+		})
+	}
+	repo := &fleet.Repo{Root: root, Clusters: []*fleet.Cluster{cluster("a", nil)}, Applications: apps}
+	if _, err := Compile(context.Background(), repo, Options{}); err != nil {
+		t.Fatalf("compile: %v", err)
 	}
 }

@@ -1,12 +1,14 @@
 package plan_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -15,6 +17,7 @@ import (
 	"github.com/flotilla-gitops/flotilla/pkg/fleet"
 	"github.com/flotilla-gitops/flotilla/pkg/plan"
 	"github.com/flotilla-gitops/flotilla/pkg/render"
+	"github.com/flotilla-gitops/flotilla/test/golden"
 	"github.com/flotilla-gitops/flotilla/test/sopscli"
 )
 
@@ -517,5 +520,149 @@ func TestSuspendedInPlan(t *testing.T) {
 	}
 	if p.Summary.ObjectsChanged != 2 || !strings.Contains(text.String(), "Suspended: the agent leaves this unit as it is") || !strings.Contains(text.String(), "+  color: green") {
 		t.Errorf("summary %+v; text:\n%s", p.Summary, text.String())
+	}
+}
+
+// TestInputsOnlyChange: a change of a unit's inputs that changes none of
+// its objects (here a comment) still changes its content hash, so the
+// agent renders and applies it again: the plan lists the unit as changed
+// and says why, in text, Markdown and JSON, and is not empty (exit 1).
+func TestInputsOnlyChange(t *testing.T) {
+	// Fixed dates make the commit hashes, and so the goldens, stable.
+	t.Setenv("GIT_AUTHOR_DATE", "2026-12-03T00:00:00Z")
+	t.Setenv("GIT_COMMITTER_DATE", "2026-12-03T00:00:00Z")
+	r := newTestRepo(t, smallFleet)
+	r.write(map[string]string{"apps/web/manifests/cm.yaml": "# the colour of the page\n" + smallFleet["apps/web/manifests/cm.yaml"]})
+	r.render()
+	r.commit("a comment")
+	p := r.plan(plan.Options{Head: "change", MaskKey: []byte("k")})
+	if p.Empty() || clusterNames(p) != "c1,c2" || p.Summary.UnitsChanged != 2 || p.Summary.ObjectsChanged != 0 {
+		t.Fatalf("plan: clusters %q, summary %+v", clusterNames(p), p.Summary)
+	}
+	for _, c := range p.Clusters {
+		u := c.Units[0]
+		if len(c.Units) != 1 || u.Name != "web" || u.Change != plan.Changed || !u.InputsOnly || len(u.Objects) != 0 ||
+			u.BaseHash == u.HeadHash || len(u.Reencrypted) != 0 {
+			t.Errorf("cluster %s: units %+v", c.Name, c.Units)
+		}
+	}
+	var text, js bytes.Buffer
+	if err := plan.WriteText(&text, p, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := plan.WriteJSON(&js, p); err != nil {
+		t.Fatal(err)
+	}
+	golden.Assert(t, filepath.Join("testdata", "inputs-only.txt"), text.String())
+	golden.Assert(t, filepath.Join("testdata", "inputs-only.md"), plan.Markdown(p, 0))
+	golden.Assert(t, filepath.Join("testdata", "inputs-only.json"), js.String())
+}
+
+// TestReKeyedSOPSFileInPlan: `sops updatekeys` gives a file new recipients
+// and keeps its encrypted values, so the hub renders the same objects; the
+// unit's hash changes and its agents re-render it, so the plan lists the
+// unit as changed, naming the re-keyed file.
+func TestReKeyedSOPSFileInPlan(t *testing.T) {
+	sopscli.Require(t)
+	k1, k2, k3 := sopscli.NewKey(t), sopscli.NewKey(t), sopscli.NewKey(t)
+	const secret = "plaintext-Vb4Rt8"
+	files := maps.Clone(smallFleet)
+	files["apps/web/manifests/db.enc.yaml"] = string(sopscli.Encrypt(t, "db.enc.yaml",
+		[]byte("apiVersion: v1\nkind: Secret\nmetadata:\n  name: db\nstringData:\n  password: "+secret+"\n"),
+		sopscli.Options{EncryptedRegex: "^(data|stringData)$"}, k1.Recipient, k2.Recipient))
+	r := newTestRepo(t, files)
+	rekeyed := sopscli.UpdateKeys(t, "db.enc.yaml", []byte(files["apps/web/manifests/db.enc.yaml"]), k1.File, k1.Recipient, k3.Recipient)
+	if string(rekeyed) == files["apps/web/manifests/db.enc.yaml"] {
+		t.Fatal("sops updatekeys changed nothing")
+	}
+	r.write(map[string]string{"apps/web/manifests/db.enc.yaml": string(rekeyed)})
+	r.render()
+
+	p := r.plan(plan.Options{MaskKey: []byte("k")})
+	if p.Empty() || clusterNames(p) != "c1,c2" || p.Summary.UnitsChanged != 2 || p.Summary.ObjectsChanged != 0 {
+		t.Fatalf("plan: clusters %q, summary %+v", clusterNames(p), p.Summary)
+	}
+	const file = "apps/web/manifests/db.enc.yaml"
+	for _, c := range p.Clusters {
+		if u := c.Units[0]; len(c.Units) != 1 || u.Name != "web" || !u.InputsOnly || !slices.Equal(u.Reencrypted, []string{file}) {
+			t.Errorf("cluster %s: units %+v", c.Name, c.Units)
+		}
+	}
+	for _, format := range []string{"text", "markdown", "json"} {
+		var out strings.Builder
+		if err := plan.Write(&out, p, format, plan.FormatOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		wants := []string{"SOPS files re-keyed or re-encrypted, their encrypted values unchanged (" + file + ")"}
+		if format == "json" {
+			wants = []string{`"inputsOnly": true`, `"reencrypted": [`, `"` + file + `"`}
+		}
+		for _, want := range wants {
+			if !strings.Contains(out.String(), want) {
+				t.Errorf("%s plan does not say %q:\n%s", format, want, out.String())
+			}
+		}
+		if strings.Contains(out.String(), secret) || strings.Contains(out.String(), "ENC[AES256_GCM") {
+			t.Errorf("%s plan holds the plaintext or ciphertext", format)
+		}
+	}
+}
+
+// TestGeneratedSecretOverSOPSInPlan: a secretGenerator over an encrypted
+// .env file is hashed by kustomize from the plaintext on the cluster, so
+// the plan names it, and the Deployment's reference to it,
+// "<name>-<hash decided on the cluster>", never the hub's own hash of the
+// redaction markers; a changed value shows as a change of that Secret.
+func TestGeneratedSecretOverSOPSInPlan(t *testing.T) {
+	sopscli.Require(t)
+	k := sopscli.NewKey(t)
+	env := func(v string) string {
+		return string(sopscli.Encrypt(t, "db.env", []byte("PASSWORD="+v+"\n"), sopscli.Options{}, k.Recipient))
+	}
+	files := maps.Clone(smallFleet)
+	files["apps/web/app.yaml"] = strings.Replace(files["apps/web/app.yaml"], "    manifests:\n      path: manifests\n", "    kustomize:\n      path: base\n", 1)
+	files["apps/web/base/kustomization.yaml"] = "resources: [deployment.yaml]\nsecretGenerator:\n- name: db\n  envs: [db.env]\n"
+	files["apps/web/base/deployment.yaml"] = `apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+spec:
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      containers:
+      - name: web
+        image: web:1
+        envFrom:
+        - secretRef: {name: db}
+`
+	files["apps/web/base/db.env"] = env("before-Kx81")
+	r := newTestRepo(t, files)
+	r.write(map[string]string{
+		"apps/web/base/db.env":          env("after-Lw27"),
+		"apps/web/base/deployment.yaml": strings.Replace(files["apps/web/base/deployment.yaml"], "web:1", "web:2", 1),
+	})
+	r.render()
+
+	p := r.plan(plan.Options{MaskKey: []byte("k")})
+	const name = "db-" + render.ClusterHash
+	for _, c := range p.Clusters {
+		var ids []string
+		for _, u := range c.Units {
+			for _, o := range u.Objects {
+				ids = append(ids, string(o.Change)+" "+o.ID())
+				if o.Kind == "Deployment" && !regexp.MustCompile(`secretRef:\n\s+name: `+regexp.QuoteMeta(name)+`\n`).MatchString(o.Diff) {
+					t.Errorf("cluster %s: the Deployment does not refer to %s:\n%s", c.Name, name, o.Diff)
+				}
+			}
+		}
+		want := []string{"changed Secret web/" + name, "changed Deployment web/web"}
+		if !slices.Equal(ids, want) {
+			t.Errorf("cluster %s: objects %q, want %q", c.Name, ids, want)
+		}
+	}
+	if len(p.Clusters) != 2 {
+		t.Errorf("clusters %q, want c1 and c2", clusterNames(p))
 	}
 }

@@ -1,9 +1,14 @@
 package plan
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
-
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -213,15 +218,69 @@ func (pl *planner) unit(cluster string, up *unitPair) (*UnitPlan, error) {
 	if err != nil {
 		return nil, fmt.Errorf("plan: cluster %s unit %s: %w", cluster, up.name, err)
 	}
-	u.Objects = objs
+	if objs != nil { // never null in JSON
+		u.Objects = objs
+	}
 	if u.Hooks, err = diffHooks(up, baseHooks, headHooks); err != nil {
 		return nil, fmt.Errorf("plan: cluster %s unit %s: %w", cluster, up.name, err)
 	}
 	pl.notes.observe(cluster, up.name, baseObjs, headObjs)
 	if u.Change == Changed && len(objs) == 0 && len(u.Hooks) == 0 && len(u.Settings) == 0 && u.BaseError == "" {
-		return nil, nil // new hash, same objects (e.g. a comment changed)
+		// A new hash with the same objects (a comment changed, a SOPS
+		// file re-keyed) is still a change: the agent re-renders and
+		// re-applies the unit, and runs its hooks again.
+		u.InputsOnly = true
+		u.Reencrypted, err = reencrypted(pl.base.root, pl.head.root, up.baseJob.encrypted, up.headJob.encrypted)
+		if err != nil {
+			return nil, fmt.Errorf("plan: cluster %s unit %s: %w", cluster, up.name, err)
+		}
 	}
 	return u, nil
+}
+
+// reencrypted are the SOPS files either side's render read whose bytes
+// differ between the two trees (or that only one side has).
+func reencrypted(baseRoot, headRoot string, base, head []string) ([]string, error) {
+	var out []string
+	for _, rel := range slices.Compact(slices.Sorted(slices.Values(append(slices.Clone(base), head...)))) {
+		b, errB := os.ReadFile(filepath.Join(baseRoot, filepath.FromSlash(rel)))
+		h, errH := os.ReadFile(filepath.Join(headRoot, filepath.FromSlash(rel)))
+		for _, err := range []error{errB, errH} {
+			if err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return nil, err
+			}
+		}
+		if (errB == nil) != (errH == nil) || !bytes.Equal(b, h) {
+			out = append(out, rel)
+		}
+	}
+	return out, nil
+}
+
+// inputsOnlyText says what an InputsOnly unit's change is; without the
+// hashes, which differ between clusters whose changes are the same, for
+// Markdown's grouped sections.
+func inputsOnlyText(u *UnitPlan, hashes bool) string {
+	why := "inputs changed but no object differs"
+	if hashes {
+		why = "inputs changed (content hash " + shortHash(u.BaseHash) + " → " + shortHash(u.HeadHash) + ") but no object differs"
+	}
+	if len(u.Reencrypted) > 0 {
+		why += ": SOPS files re-keyed or re-encrypted, their encrypted values unchanged (" + strings.Join(u.Reencrypted, ", ") + ")"
+	}
+	why += "; the agent renders and applies the unit again"
+	if u.Kind == string(slice.UnitHelm) {
+		why += " and runs its Helm hooks again"
+	}
+	return why
+}
+
+// shortHash is "sha256:" and the first 12 hex digits.
+func shortHash(h string) string {
+	if len(h) > len("sha256:")+12 {
+		return h[:len("sha256:")+12] + "…"
+	}
+	return h
 }
 
 // diffHooks compares a unit's Helm hooks as diffObjects does its objects,

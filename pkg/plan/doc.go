@@ -36,7 +36,15 @@
 // SOPS-encrypted in Git renders without its key as
 // "<sops-encrypted:sha256:…>", a digest of its ciphertext (see
 // render.Options.Decryptor): it shows as encrypted, and as changed when
-// its ciphertext changed, never with its value.
+// its ciphertext changed, never with its value. A Secret or ConfigMap
+// kustomize generates from encrypted files, and every reference to it, is
+// named "<name>-<hash decided on the cluster>" (render.ClusterHash).
+//
+// A unit whose content hash changed while none of its objects, hooks or
+// settings did (a comment, a SOPS file re-keyed by `sops updatekeys`:
+// same encrypted values, new recipients) is still listed as changed, with
+// a line saying so, naming the SOPS files whose bytes changed: the agent
+// renders and applies it again, and runs its Helm hooks again.
 //
 // Notes say in words what moved between clusters: replica divisions
 // ("nginx: member1 3→2 replicas, member2 1→2") and Volcano job placements
@@ -78,6 +86,10 @@
 //	    name, kind, change, baseHash, headHash
 //	    settings          ["prune: true → false", …] (how the unit is applied)
 //	    error, baseError  render errors (no object contents)
+//	    inputsOnly        true when the hash changed but no object, hook or
+//	                      setting differs (the agent still re-applies it)
+//	    reencrypted       for such a unit, the SOPS files it reads whose
+//	                      bytes changed (re-keyed, re-encrypted)
 //	    objects[]         head's order, removed objects last:
 //	      apiVersion, kind, namespace, name, change
 //	      diff            unified diff hunks of the object's YAML

@@ -161,6 +161,9 @@ func WriteText(w io.Writer, p *Plan, color bool) error {
 			if u.Suspended {
 				fmt.Fprintf(bw, "      %s %s\n", c.paint(ansiYellow, "Suspended:"), suspendedText)
 			}
+			if u.InputsOnly {
+				fmt.Fprintf(bw, "      %s\n", inputsOnlyText(u, true))
+			}
 			if u.Error != "" {
 				fmt.Fprintf(bw, "      %s %s\n", c.paint(ansiRed, "render failed at head:"), u.Error)
 			}

@@ -211,8 +211,8 @@ func groupClusters(cs []ClusterPlan) [][]*ClusterPlan {
 // changes.
 type shownUnit struct {
 	Name, Kind, Change, Error, BaseError string
-	Suspended                            bool
-	Settings                             []string
+	Suspended, InputsOnly                bool
+	Settings, Reencrypted                []string
 	Objects                              []string
 	Hooks                                []string
 }
@@ -220,7 +220,7 @@ type shownUnit struct {
 func shownUnits(us []UnitPlan) []shownUnit {
 	out := make([]shownUnit, len(us))
 	for i, u := range us {
-		su := shownUnit{Name: u.Name, Kind: u.Kind, Change: string(u.Change), Error: u.Error, BaseError: u.BaseError, Suspended: u.Suspended, Settings: u.Settings}
+		su := shownUnit{Name: u.Name, Kind: u.Kind, Change: string(u.Change), Error: u.Error, BaseError: u.BaseError, Suspended: u.Suspended, Settings: u.Settings, InputsOnly: u.InputsOnly, Reencrypted: u.Reencrypted}
 		for _, o := range u.Objects {
 			su.Objects = append(su.Objects, string(o.Change)+" "+o.APIVersion+" "+o.ID()+"\n"+o.Diff)
 		}
@@ -284,6 +284,9 @@ func clusterSection(g []*ClusterPlan, diffs bool) string {
 		}
 		if u.Suspended {
 			fmt.Fprintf(&b, "- **Suspended:** %s\n", mdText(suspendedText))
+		}
+		if u.InputsOnly {
+			fmt.Fprintf(&b, "- %s\n", mdText(inputsOnlyText(u, false)))
 		}
 		if u.Error != "" {
 			b.WriteString("\n:x: render failed at head:\n\n" + codeBlock("text", u.Error))

@@ -32,7 +32,9 @@ type renderJob struct {
 	// unknownScope are the kinds whose scope nothing told (render's
 	// Result.UnknownScope, with the fleet's CRDs known).
 	unknownScope []string
-	err          error
+	// encrypted are the SOPS files the render read (render.Result).
+	encrypted []string
+	err       error
 }
 
 // renderAll prepares every job's unit directory from the compiled files,
@@ -73,6 +75,7 @@ func (pl *planner) renderAll(ctx context.Context, jobs []*renderJob) error {
 					continue
 				}
 				j.unknownScope = res.UnknownScope
+				j.encrypted = res.Encrypted
 				j.objs = make([]*unstructured.Unstructured, len(res.Objects))
 				for i, o := range res.Objects {
 					j.objs[i] = pl.masker.normalize(o)

@@ -150,6 +150,14 @@ type UnitPlan struct {
 	// Suspended: the head slice suspends the unit; the agent applies none
 	// of these changes (and prunes nothing) until it is unsuspended.
 	Suspended bool `json:"suspended,omitempty"`
+	// InputsOnly: the unit's content hash changed but no object, hook or
+	// setting differs (a comment, a re-keyed SOPS file). The agent
+	// renders and applies it again, and runs its Helm hooks again.
+	InputsOnly bool `json:"inputsOnly,omitempty"`
+	// Reencrypted, for an InputsOnly unit, are the SOPS files it reads
+	// whose bytes changed while their values' ciphertext did not (`sops
+	// updatekeys`, or re-encrypted), repo-relative.
+	Reencrypted []string `json:"reencrypted,omitempty"`
 }
 
 // ObjectPlan is one object's change.

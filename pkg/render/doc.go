@@ -33,8 +33,9 @@
 // --skip-tests`. Other hooks (objects annotated helm.sh/hook) go through
 // the unit's kustomization with the rest and are then set apart in
 // Result.Hooks with their events, weight and delete policies
-// (before-hook-creation when none), ordered as Helm runs them: the agent
-// runs them around the unit's apply, not as its objects. The output becomes
+// (before-hook-creation when none), ordered as Helm's install and upgrade
+// run them (by weight, then name, then kind): the agent runs them around
+// the unit's apply, not as its objects. The output becomes
 // slice.HelmOutputFile in the unit directory (in memory only) and krusty
 // builds the unit's kustomization.yaml, which lists it, so images, replicas
 // and patches apply to charts exactly as to kustomize sources; without a
@@ -79,7 +80,11 @@
 // .env and binary inputs and Helm values work alike, and kustomize's
 // transformers run on plaintext. A file that does not decrypt fails the
 // unit with ErrDecrypt naming it; Result.Encrypted lists the SOPS files
-// read. Plaintext stays in memory for the render only.
+// read. Plaintext stays in memory for the render only. Without a
+// Decryptor, a Secret or ConfigMap a kustomize generator makes from
+// encrypted files is named "<name>-" + ClusterHash, and so is every
+// reference to it: kustomize's name suffix is a hash of the plaintext,
+// which only the cluster has.
 //
 // # Output
 //

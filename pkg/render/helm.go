@@ -184,7 +184,7 @@ func safeHelmTemplate(req *helmRequest) (resp helmResponse) {
 	return helmResponse{Manifest: manifest}
 }
 
-// helmTemplate does what `helm template --include-crds` does: a client-only
+// helmTemplate does what `helm template --include-crds --skip-tests` does: a client-only
 // dry-run install with the given capabilities. CRDs from crds/ come first,
 // then the manifests in Helm's install order, then hooks other than test
 // hooks, which keep their helm.sh/hook annotations: they go through the

@@ -1,12 +1,14 @@
 package render
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strconv"
 	"strings"
 
 	"helm.sh/helm/v3/pkg/release"
+	"helm.sh/helm/v3/pkg/releaseutil"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
@@ -55,10 +57,9 @@ var (
 )
 
 // splitHooks moves the objects annotated helm.sh/hook out of objs (sorted
-// by sortObjects) into hooks ordered as Helm runs them: by weight, then by
-// kind in install order, then by name. Test hooks never get here (Helm's
-// output drops them), but one added by the unit's kustomization is dropped
-// too.
+// by sortObjects) into hooks ordered as Helm runs them (see helmHookOrder).
+// Test hooks never get here (Unit's Helm output leaves them out), but one
+// added by the unit's kustomization is dropped too.
 func splitHooks(objs []*unstructured.Unstructured) ([]*unstructured.Unstructured, []Hook, error) {
 	var hooks []Hook
 	kept := objs[:0:0]
@@ -104,10 +105,38 @@ func splitHooks(objs []*unstructured.Unstructured) ([]*unstructured.Unstructured
 		}
 		hooks = append(hooks, h)
 	}
-	// objs are in apply order already; a stable sort by weight keeps it
-	// within a weight.
-	slices.SortStableFunc(hooks, func(a, b Hook) int { return a.Weight - b.Weight })
+	slices.SortStableFunc(hooks, helmHookOrder)
 	return kept, hooks, nil
+}
+
+// helmHookOrder is the order in which Helm's install and upgrade actions
+// run the hooks of one event: by weight, then by name (action's
+// hookByWeight), then by kind in Helm's install order, unknown kinds last
+// and alphabetically (releaseutil's sort by kind, which hookByWeight's
+// stable sort keeps). Hooks equal in all three keep their order in objs,
+// where Helm would keep the chart's file order, which the render no longer
+// knows.
+func helmHookOrder(a, b Hook) int {
+	if c := cmp.Compare(a.Weight, b.Weight); c != 0 {
+		return c
+	}
+	if c := strings.Compare(a.Object.GetName(), b.Object.GetName()); c != 0 {
+		return c
+	}
+	ka, kb := a.Object.GetKind(), b.Object.GetKind()
+	if c := cmp.Compare(helmKindRank(ka), helmKindRank(kb)); c != 0 {
+		return c
+	}
+	return strings.Compare(ka, kb) // both unknown to Helm's install order
+}
+
+// helmKindRank is kind's place in Helm's install order; every unknown
+// kind ranks after the known ones.
+func helmKindRank(kind string) int {
+	if i := slices.Index(releaseutil.InstallOrder, kind); i >= 0 {
+		return i
+	}
+	return len(releaseutil.InstallOrder)
 }
 
 func nsName(o *unstructured.Unstructured) string {

@@ -26,7 +26,7 @@ type Result struct {
 	Objects []*unstructured.Unstructured
 	// Hooks are a helm unit's Helm hooks (objects annotated helm.sh/hook),
 	// not among Objects: the agent runs them around the unit's apply, in
-	// this order (weight, then kind and name). Always empty for other
+	// this order (Helm's: weight, then name, then kind). Always empty for other
 	// kinds of unit.
 	Hooks []Hook
 	// Size is the total size of Objects and Hooks as JSON (krusty's
@@ -145,6 +145,9 @@ func renderUnit(ctx context.Context, repoRoot string, u slice.Unit, opts Options
 		return nil, err
 	}
 	res := &Result{Objects: objs, Size: size, Encrypted: f.encryptedFiles(), UnknownScope: unknown}
+	if opts.Decryptor == nil && len(res.Encrypted) > 0 && markClusterHashes(objs) {
+		sortObjects(objs) // names changed
+	}
 	if u.Kind == slice.UnitHelm {
 		if res.Objects, res.Hooks, err = splitHooks(objs); err != nil {
 			return nil, err

@@ -186,8 +186,8 @@ func TestHelmHooks(t *testing.T) {
 	}
 }
 
-// TestSplitHooks: Helm's order (weight, then kind in install order, then
-// name) and annotation parsing.
+// TestSplitHooks: annotation parsing, and Helm's order (weight, then name,
+// then kind; TestHookOrderIsHelms checks it against Helm itself).
 func TestSplitHooks(t *testing.T) {
 	obj := func(kind, name string, ann map[string]string) *unstructured.Unstructured {
 		o := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": kind, "metadata": map[string]any{"name": name, "namespace": "ns"}}}

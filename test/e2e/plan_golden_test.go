@@ -355,9 +355,11 @@ func checkPlanScenario(t *testing.T, name, dir string, p *plan.Plan, out map[str
 				t.Errorf("ownership note %q, want the namespace merge", n)
 			}
 		}
+		// backend's sources changed, so its agents re-apply it, but no
+		// object of it does: its Namespace copy is left out.
 		for _, c := range p.Clusters {
 			for _, u := range c.Units {
-				if u.Name == "backend" {
+				if u.Name == "backend" && (!u.InputsOnly || len(u.Objects) != 0) {
 					t.Errorf("cluster %s: unit backend changed (%+v); its Namespace copy must be left out", c.Name, u.Objects)
 				}
 			}

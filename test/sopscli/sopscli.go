@@ -109,6 +109,39 @@ func Decrypt(t testing.TB, name string, encrypted, key []byte, inputType string)
 	return run(t, dir, bin, []string{"SOPS_AGE_KEY=" + string(key)}, append(args, in)...)
 }
 
+// UpdateKeys is `sops updatekeys --yes` of an encrypted document under a
+// .sops.yaml whose one creation rule names recipients, run with the age
+// identity file content key (SOPS_AGE_KEY), which must decrypt the
+// document's data key; it returns the re-keyed document.
+func UpdateKeys(t testing.TB, name string, encrypted, key []byte, recipients ...string) []byte {
+	t.Helper()
+	bin, dir, in := input(t, name, encrypted)
+	config := filepath.Join(dir, ".sops.yaml")
+	if err := os.WriteFile(config, []byte("creation_rules:\n  - age: "+strings.Join(recipients, ",")+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	run(t, dir, bin, []string{"SOPS_AGE_KEY=" + string(key)}, "--config", config, "updatekeys", "--yes", in)
+	out, err := os.ReadFile(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// Run runs bin/sops with args in dir, as a user's shell there would, with
+// env (e.g. SOPS_AGE_KEY_FILE=…) added to the same hermetic environment
+// as Encrypt's, and returns its standard output.
+func Run(t testing.TB, dir string, env []string, args ...string) []byte {
+	t.Helper()
+	bin, err := Path()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Not dir: nothing of a user's configuration under HOME takes part.
+	env = append([]string{"HOME=" + t.TempDir()}, env...)
+	return run(t, dir, bin, env, args...)
+}
+
 // input writes data to a file called name in a new temporary directory.
 func input(t testing.TB, name string, data []byte) (bin, dir, file string) {
 	t.Helper()
@@ -134,7 +167,7 @@ func run(t testing.TB, dir, bin string, env []string, args ...string) []byte {
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
-		t.Fatalf("sops %s: %v: %s", strings.Join(args[:len(args)-1], " "), err, stderr.String())
+		t.Fatalf("sops %s: %v: %s", strings.Join(args, " "), err, stderr.String())
 	}
 	return stdout.Bytes()
 }
