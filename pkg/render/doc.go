@@ -63,7 +63,8 @@
 //
 // A kind's scope comes from Capabilities.Namespaced (the agent fills it
 // from its cluster's discovery), else from the CustomResourceDefinitions
-// the unit renders, else from the kinds built into Kubernetes. A kind
+// the unit renders, else from the kinds built into Kubernetes and the
+// Volcano and Istio kinds Flotilla generates itself. A kind
 // found in none of them is treated as namespaced and listed in
 // Result.UnknownScope, which plan reports (the hub has no discovery: it
 // passes the scopes of the CRDs the whole fleet ships, found by compile).

@@ -15,8 +15,8 @@ import (
 // A kind's scope (namespaced or cluster-scoped) decides whether a unit's
 // namespace may be set on its objects. It is looked up, first to last, in
 // the cluster's discovery (Capabilities.Namespaced: the agent), the
-// CustomResourceDefinitions the unit renders itself, and the kinds built
-// into Kubernetes. A kind found in none of them has an unknown scope: it is
+// CustomResourceDefinitions the unit renders itself, the kinds built into
+// Kubernetes, and the custom kinds Flotilla generates. A kind found in none of them has an unknown scope: it is
 // treated as namespaced, as kustomize does, and listed in
 // Result.UnknownScope so that plan says so instead of guessing silently.
 
@@ -30,6 +30,17 @@ var clusterScopedBuiltins = map[schema.GroupKind]bool{}
 // namespacedBuiltins are every other kind of the built-in API groups
 // (client-go's scheme).
 var namespacedBuiltins = map[schema.GroupKind]bool{}
+
+// generatedKinds are the custom kinds Flotilla itself renders (Volcano
+// queues and jobs, TrafficRoute's Istio objects), whose CRDs a cluster gets
+// from their projects' installs rather than from the fleet.
+var generatedKinds = map[schema.GroupKind]bool{
+	{Group: "scheduling.volcano.sh", Kind: "Queue"}:         false,
+	{Group: "scheduling.volcano.sh", Kind: "PodGroup"}:      true,
+	{Group: "batch.volcano.sh", Kind: "Job"}:                true,
+	{Group: "networking.istio.io", Kind: "VirtualService"}:  true,
+	{Group: "networking.istio.io", Kind: "DestinationRule"}: true,
+}
 
 func init() {
 	for group, kinds := range map[string][]string{
@@ -98,6 +109,9 @@ func (s *scopes) namespaced(gk schema.GroupKind) (namespaced, known bool) {
 	}
 	if clusterScopedBuiltins[gk] {
 		return false, true
+	}
+	if n, ok := generatedKinds[gk]; ok {
+		return n, true
 	}
 	if namespacedBuiltins[gk] {
 		return true, true
