@@ -117,13 +117,14 @@ func TestHelmNamespacesOnCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string]string{
-		"RoleBinding/app-auth-reader": "kube-system",
-		"ConfigMap/app-elsewhere":     other,
-		"ConfigMap/app-here":          ns,
-		"ServiceAccount/app":          ns,
-		"ClusterRole/app-reader":      "",
-		"Gizmo/app-gizmo":             "",
-		"Widget/app-widget":           "",
+		"RoleBinding/app-auth-reader":                      "kube-system",
+		"ConfigMap/app-elsewhere":                          other,
+		"ConfigMap/app-here":                               ns,
+		"ServiceAccount/app":                               ns,
+		"ClusterRole/app-reader":                           "",
+		"Gizmo/app-gizmo":                                  "",
+		"Widget/app-widget":                                "",
+		"CustomResourceDefinition/gizmos.e2e.flotilla.dev": "",
 	}
 	got := map[string]string{}
 	for _, e := range inv.Entries {
