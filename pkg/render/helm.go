@@ -56,8 +56,11 @@ const (
 
 // loadChart reads a chart for a request through the confined filesystem: a
 // directory (honouring .helmignore, as helm does) or a .tgz file. Symlinks
-// are followed only inside the repository; every file is size-limited and
-// YAML-bomb-checked, and the chart as a whole is bounded by MaxTotalSize.
+// are followed only inside the repository (ErrSymlinkEscape); a directory
+// linked twice is read under both paths, as Helm's loader reads it, and a
+// link back to a directory being walked is refused (ErrHelm naming it).
+// Every file is size-limited and YAML-bomb-checked, and the chart as a
+// whole is bounded by MaxTotalSize and maxChartFiles files and directories.
 func loadChart(f *confinedFS, chartRel string, lim Limits, req *helmRequest) error {
 	_, fi, err := f.statRel(chartRel)
 	if err != nil {
@@ -85,17 +88,35 @@ func loadChart(f *confinedFS, chartRel string, lim Limits, req *helmRequest) err
 	rules.AddDefaults()
 
 	var total int64
-	visited := map[string]bool{}
+	var dirs int
+	// Helm's loader follows directory links wherever they lead, so a
+	// directory reached by two paths is read under both names (the Volcano
+	// chart's jobflow/crd/v1 -> bases). Only a directory that is its own
+	// ancestor would never end: walking is the real paths of the
+	// directories on the current walk path.
+	type step struct{ rel, real string }
+	var walking []step
 	var walk func(dir string) error
 	walk = func(dir string) error {
+		if err := f.ctxErr(); err != nil {
+			return err
+		}
 		real, err := f.resolve(dir)
 		if err != nil {
 			return f.note(err)
 		}
-		if visited[real] { // a symlink loop inside the repo
-			return errFile(dir, ErrHelm, "directory symlink loop")
+		for _, a := range walking {
+			if a.real == real {
+				return errFile(dir, ErrHelm, "directory symlink loop: leads back to "+a.rel)
+			}
 		}
-		visited[real] = true
+		// Links can multiply directories without adding files; bound them
+		// as files are bounded.
+		if dirs++; dirs > maxChartFiles {
+			return errFile(chartRel, ErrTooLarge, fmt.Sprintf("chart has more than %d directories", maxChartFiles))
+		}
+		walking = append(walking, step{dir, real})
+		defer func() { walking = walking[:len(walking)-1] }()
 		names, err := f.readDirRel(dir)
 		if err != nil {
 			return err
