@@ -29,6 +29,10 @@ type unitState struct {
 	conditions      []metav1.Condition
 	// suspended: the slice suspends the unit (suspend.go).
 	suspended bool
+	// readyHash, readySince and readyHashes: see status.UnitStatus.
+	readyHash   string
+	readySince  *metav1.Time
+	readyHashes []string
 	// good is where the unit last rendered successfully, to restore drift
 	// while a newer revision of it fails to render.
 	good *goodSource
