@@ -294,9 +294,7 @@ func runAdvance(ctx context.Context, stdout, stderr io.Writer, o *rolloutOptions
 		}
 		why := "first wave"
 		if p.Released > 0 {
-			prev := p.Waves[p.Released-1]
-			why = fmt.Sprintf("every cluster of wave %s Ready for %s (bake), %d Failed (maxFailures %d)",
-				prev.Name, p.Bake.Duration, failedIn(prev), prev.MaxFailures)
+			why = p.Passed
 		}
 		cp.Reason = fmt.Sprintf("rollout advance: wave %s released: %s", strings.Join(names, ", "), why)
 		states[p.Application] = &cp
@@ -324,16 +322,6 @@ func runAdvance(ctx context.Context, stdout, stderr io.Writer, o *rolloutOptions
 	}
 	_, err = io.WriteString(stdout, msg)
 	return err
-}
-
-func failedIn(w rollout.WaveProgress) int {
-	n := 0
-	for _, c := range w.Clusters {
-		if c.Phase == rollout.PhaseFailed {
-			n++
-		}
-	}
-	return n
 }
 
 // writeStates renders the repo with states replacing the committed rollout

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -95,9 +96,13 @@ func (p publisher) publish(cluster string, unit status.UnitStatus) {
 	}
 }
 
+// readyUnit is Ready at hash since since; by its condition it has been
+// Ready for a day (a healthy cluster that got new content).
 func readyUnit(hash string, since time.Time) status.UnitStatus {
-	return status.UnitStatus{Hash: hash, Conditions: []metav1.Condition{{Type: status.ConditionReady, Status: metav1.ConditionTrue,
-		Reason: status.ReasonSucceeded, LastTransitionTime: metav1.NewTime(since)}}}
+	at := metav1.NewTime(since)
+	return status.UnitStatus{Hash: hash, ReadyHash: hash, ReadySince: &at, ReadyHashes: []string{hash},
+		Conditions: []metav1.Condition{{Type: status.ConditionReady, Status: metav1.ConditionTrue,
+			Reason: status.ReasonSucceeded, LastTransitionTime: metav1.NewTime(since.Add(-24 * time.Hour))}}}
 }
 
 func readState(t *testing.T, dir string) *rollout.State {
@@ -161,7 +166,7 @@ func TestRolloutCommands(t *testing.T) {
 	// Ready for a minute of a 10m bake: still baking.
 	pub.publish("a1", readyUnit(unitHash(t, dir, "a1"), time.Now().Add(-time.Minute)))
 	stdout, _, code = runCLI(t, append([]string{"rollout", "advance"}, flags...)...)
-	if code != ExitChanges || !strings.Contains(stdout, "wave canary is baking: a1 (Ready for") {
+	if code != ExitChanges || !strings.Contains(stdout, "wave canary is baking: a1 (Ready at the revision for 1m") {
 		t.Fatalf("advance while baking: exit %d\n%s", code, stdout)
 	}
 
@@ -177,7 +182,7 @@ func TestRolloutCommands(t *testing.T) {
 	}
 	msgFile := filepath.Join(t.TempDir(), "msg")
 	stdout, stderr, code = runCLI(t, append([]string{"rollout", "advance", "--message-file", msgFile}, flags...)...)
-	if code != ExitOK || !strings.Contains(stdout, "web: rollout advance: wave wave-2 released: every cluster of wave canary Ready for 10m0s (bake), 0 Failed (maxFailures 0)") {
+	if code != ExitOK || !regexp.MustCompile(`web: rollout advance: wave wave-2 released: every cluster of wave canary Ready at the revision for at least 10m0s \(bake\): a1 \(Ready at the revision for 1h0m[0-9]+s, since `).MatchString(stdout) {
 		t.Fatalf("advance: exit %d\n%s%s", code, stdout, stderr)
 	}
 	if msg, err := os.ReadFile(msgFile); err != nil || string(msg) != stdout {
