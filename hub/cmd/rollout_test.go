@@ -142,6 +142,70 @@ func TestRolloutAbortCommand(t *testing.T) {
 	}
 }
 
+// TestRolloutAbortAfterAFailedRevision: a change fails on the canary and
+// stays there; the fix starts a new rollout and reaches wave-2. Abort
+// gives the canary its last unit Ready there (v1), not the failed v2 it
+// had when the fix's rollout started, and says so; a cluster without
+// status gets its unit from the start.
+func TestRolloutAbortAfterAFailedRevision(t *testing.T) {
+	dir := rolloutWorkTree(t, "0s") // v1 everywhere, v2 on a1
+	srv := gitserver.Start(t, gitserver.ForgeConfig(rolloutClusters...))
+	url := srv.MustCreateRepo(t, "status", dir)
+	pub := publisher{t, srv, url}
+	flags := []string{"--repo", dir, "--status-repo", srv.RepoPath("status")}
+	v1, v2 := unitHash(t, dir, "b2"), unitHash(t, dir, "a1")
+	failedAt := func(hash string, ready ...string) status.UnitStatus {
+		return status.UnitStatus{Hash: hash, ReadyHashes: ready, Conditions: []metav1.Condition{{Type: status.ConditionReady,
+			Status: metav1.ConditionFalse, Reason: status.ReasonApplyFailed, Message: "admission denied", LastTransitionTime: metav1.Now()}}}
+	}
+	pub.publish("a1", failedAt(v2, v1))
+
+	// The fix: a new rollout, released to wave-2 once a1 is Ready on it.
+	editFile(t, filepath.Join(dir, "apps/web/manifests/cm.yaml"), "v2", "v3")
+	if _, stderr, code := runCLI(t, "render", "--repo", dir); code != ExitOK {
+		t.Fatal(stderr)
+	}
+	v3 := unitHash(t, dir, "a1")
+	if st := readState(t, dir); st.Previous["a1"] != v2 || len(st.Earlier["a1"]) != 1 || st.Earlier["a1"][0] != v1 {
+		t.Fatalf("the fix's rollout does not keep a1's v1: %+v", st)
+	}
+	ready := readyUnit(v3, time.Now().Add(-time.Hour))
+	ready.ReadyHashes = []string{v3, v1}
+	pub.publish("a1", ready)
+	if stdout, stderr, code := runCLI(t, append([]string{"rollout", "advance"}, flags...)...); code != ExitOK {
+		t.Fatalf("advance: exit %d\n%s%s", code, stdout, stderr)
+	}
+	pub.publish("b2", failedAt(v3, v1))
+	if unitHash(t, dir, "b2") != v3 || unitHash(t, dir, "c3") != v3 {
+		t.Fatal("wave-2 did not get the fix")
+	}
+
+	// c3 has no status: it gets what it had when the rollout started.
+	stdout, stderr, code := runCLI(t, append([]string{"rollout", "abort", "web"}, flags...)...)
+	short := func(h string) string { return strings.TrimPrefix(h, "sha256:")[:12] }
+	for _, want := range []string{
+		"a1 gets unit " + short(v1) + " (its last unit Ready there)",
+		"b2 gets unit " + short(v1) + " (its last unit Ready there)",
+		"c3 gets unit " + short(v1) + " (no trusted status: the unit it had when the rollout started)",
+	} {
+		if code != ExitOK || !strings.Contains(stdout, want) {
+			t.Errorf("abort: exit %d, want %q:\n%s%s", code, want, stdout, stderr)
+		}
+	}
+	for _, c := range []string{"a1", "b2", "c3", "d4"} {
+		if got := unitHash(t, dir, c); got != v1 {
+			t.Errorf("%s after abort: unit %s, want v1 %s (v2 is %s, v3 %s)", c, got, v1, v2, v3)
+		}
+	}
+	st := readState(t, dir)
+	if !st.Aborted || st.Restore["a1"] != v1 || !strings.Contains(st.Reason, "a1 gets unit "+short(v1)) {
+		t.Errorf("state after abort: %+v", st)
+	}
+	if _, _, code := runCLI(t, "render", "--check", "--repo", dir); code != ExitOK {
+		t.Error("rendered/ after abort is not what render writes")
+	}
+}
+
 // TestRolloutCommands drives rollout status, advance, pause and resume and
 // render --all-waves against status committed to a real Git server.
 func TestRolloutCommands(t *testing.T) {
