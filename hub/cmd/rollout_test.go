@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/flotilla-gitops/flotilla/pkg/compile"
+	"github.com/flotilla-gitops/flotilla/pkg/fleetstatus"
 	"github.com/flotilla-gitops/flotilla/pkg/gitrepo"
 	"github.com/flotilla-gitops/flotilla/pkg/rollout"
 	"github.com/flotilla-gitops/flotilla/pkg/slice"
@@ -353,5 +355,50 @@ func TestTemplateRolloutCI(t *testing.T) {
 	gl, err := os.ReadFile(filepath.Join(templateDir, ".gitlab-ci.yml"))
 	if err != nil || !strings.Contains(string(gl), "local: .gitlab/flotilla-rollout.yml") {
 		t.Errorf(".gitlab-ci.yml does not include the rollout job: %v", err)
+	}
+}
+
+// TestStatusRolloutCarriesWaves: flotilla status rollout -o json and -o
+// yaml carry the waves the table shows, as rollout status gives them.
+func TestStatusRolloutCarriesWaves(t *testing.T) {
+	dir := rolloutWorkTree(t, "10m")
+	for _, args := range [][]string{{"init", "-q", "-b", "main"}, {"add", "-A"}, {"commit", "-q", "-m", "web v2"}} {
+		cmd := exec.Command("git", append([]string{"-c", "user.name=t", "-c", "user.email=t@example.com"}, args...)...)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	table, stderr, code := runCLI(t, "status", "rollout", "--repo", dir)
+	if code != ExitOK || !regexp.MustCompile(`(?m)^canary\s+a1\s+Pending\b.*no status reported`).MatchString(table) ||
+		!regexp.MustCompile(`(?m)^rest\s+d4\s+Held\b`).MatchString(table) {
+		t.Fatalf("table: exit %d\n%s%s", code, table, stderr)
+	}
+	stdout, stderr, code := runCLI(t, "status", "rollout", "--repo", dir, "-o", "json")
+	var v fleetstatus.RolloutView
+	if err := json.Unmarshal([]byte(stdout), &v); code != ExitOK || err != nil {
+		t.Fatalf("json: exit %d %v\n%s%s", code, err, stdout, stderr)
+	}
+	if len(v.Waves) != 1 || v.Waves[0].Application != "web" || len(v.Waves[0].Waves) != 3 {
+		t.Fatalf("json waves: %+v", v.Waves)
+	}
+	p := v.Waves[0]
+	var rows []string
+	for _, w := range p.Waves {
+		for _, c := range w.Clusters {
+			rows = append(rows, w.Name+" "+c.Cluster+" "+string(c.Phase))
+			if !strings.Contains(table, c.Reason) {
+				t.Errorf("the table has no %q", c.Reason)
+			}
+		}
+	}
+	if got := strings.Join(rows, ", "); got != "canary a1 Pending, wave-2 b2 Held, wave-2 c3 Held, rest d4 Held" ||
+		p.Released != 1 || p.Bake.Duration != 10*time.Minute || !strings.Contains(table, "next: "+p.Blocked) {
+		t.Errorf("json waves %s, released %d, bake %s, blocked %q; table:\n%s", got, p.Released, p.Bake.Duration, p.Blocked, table)
+	}
+	stdout, _, code = runCLI(t, "status", "rollout", "--repo", dir, "-o", "yaml")
+	if code != ExitOK || !strings.Contains(stdout, "\nwaves:\n") || !strings.Contains(stdout, "application: web") {
+		t.Errorf("yaml: exit %d\n%s", code, stdout)
 	}
 }
