@@ -27,6 +27,28 @@ const (
 	PhaseFailed  Phase = "Failed"
 )
 
+// ProgressState is where a rollout stands as a whole: what advance would
+// do, or what holds it.
+type ProgressState string
+
+// States of a rollout. Releasable: advance releases the next wave now.
+// Baking: every cluster of the last released wave is Ready, not yet for
+// bake. Waiting: a cluster of it is not Ready (Pending, Applied).
+// Failed: more of its clusters Failed than maxFailures. Paused, Aborted,
+// Complete: as the rollout's state says.
+const (
+	ProgressReleasable ProgressState = "Releasable"
+	ProgressBaking     ProgressState = "Baking"
+	ProgressWaiting    ProgressState = "Waiting"
+	ProgressFailed     ProgressState = "Failed"
+	ProgressPaused     ProgressState = "Paused"
+	ProgressAborted    ProgressState = "Aborted"
+	ProgressComplete   ProgressState = "Complete"
+)
+
+// States in display order.
+var ProgressStates = []ProgressState{ProgressReleasable, ProgressBaking, ProgressWaiting, ProgressFailed, ProgressPaused, ProgressAborted, ProgressComplete}
+
 // ClusterProgress is one cluster of a wave.
 type ClusterProgress struct {
 	Cluster string       `json:"cluster"`
@@ -55,8 +77,9 @@ type Progress struct {
 	Waves       []WaveProgress  `json:"waves"`
 	// Release is the released count advance writes: Released when
 	// nothing can be released now (Blocked says why).
-	Release int    `json:"release"`
-	Blocked string `json:"blocked,omitempty"`
+	Release int           `json:"release"`
+	State   ProgressState `json:"state"`
+	Blocked string        `json:"blocked,omitempty"`
 	// Passed says why the next wave may go (when Release > Released after
 	// a released wave): each cluster's measured time Ready at the revision
 	// against bake.
@@ -133,19 +156,20 @@ func Evaluate(st *State, waves []fleet.ResolvedWave, bake time.Duration, observe
 	}
 	switch {
 	case st.Aborted:
-		p.Blocked = "aborted: every cluster is back on the content it had before this revision; merge a new revision to roll out again"
+		p.State, p.Blocked = ProgressAborted, "aborted: every cluster is back on its last unit Ready there; merge a new revision to roll out again"
 		return p
 	case st.Released >= len(waves):
-		p.Blocked = "complete: every wave has the revision"
+		p.State, p.Blocked = ProgressComplete, "complete: every wave has the revision"
 		return p
 	case st.Paused:
-		p.Blocked = "paused (flotilla rollout resume " + st.Application + ")"
+		p.State, p.Blocked = ProgressPaused, "paused (flotilla rollout resume "+st.Application+")"
 		return p
 	}
+	p.State = ProgressReleasable
 	if st.Released > 0 {
-		passed, why := gate(p.Waves[st.Released-1], bake, now)
+		passed, held, why := gate(p.Waves[st.Released-1], bake, now)
 		if why != "" {
-			p.Blocked = why
+			p.State, p.Blocked = held, why
 			return p
 		}
 		p.Passed = passed
@@ -157,9 +181,9 @@ func Evaluate(st *State, waves []fleet.ResolvedWave, bake time.Duration, observe
 	return p
 }
 
-// gate says why the wave does not let the next one go yet, or, when it
-// does (why is ""), what it measured.
-func gate(w WaveProgress, bake time.Duration, now time.Time) (passed, why string) {
+// gate says why the wave does not let the next one go yet (and the
+// rollout's state for it), or, when it does (why is ""), what it measured.
+func gate(w WaveProgress, bake time.Duration, now time.Time) (passed string, held ProgressState, why string) {
 	var failed, waiting, baking, baked []string
 	for _, c := range w.Clusters {
 		switch c.Phase {
@@ -185,11 +209,11 @@ func gate(w WaveProgress, bake time.Duration, now time.Time) (passed, why string
 	}
 	switch {
 	case len(failed) > w.MaxFailures:
-		return "", fmt.Sprintf("wave %s has %d Failed cluster(s), more than maxFailures %d: %s", w.Name, len(failed), w.MaxFailures, strings.Join(failed, "; "))
+		return "", ProgressFailed, fmt.Sprintf("wave %s has %d Failed cluster(s), more than maxFailures %d: %s", w.Name, len(failed), w.MaxFailures, strings.Join(failed, "; "))
 	case len(waiting) > 0:
-		return "", fmt.Sprintf("wave %s is not Ready: %s", w.Name, strings.Join(waiting, "; "))
+		return "", ProgressWaiting, fmt.Sprintf("wave %s is not Ready: %s", w.Name, strings.Join(waiting, "; "))
 	case len(baking) > 0:
-		return "", fmt.Sprintf("wave %s is baking: %s", w.Name, strings.Join(baking, "; "))
+		return "", ProgressBaking, fmt.Sprintf("wave %s is baking: %s", w.Name, strings.Join(baking, "; "))
 	}
 	passed = fmt.Sprintf("every cluster of wave %s Ready at the revision for at least %s (bake)", w.Name, bake)
 	if len(failed) > 0 {
@@ -199,5 +223,5 @@ func gate(w WaveProgress, bake time.Duration, now time.Time) (passed, why string
 	if len(baked) > 0 {
 		passed += ": " + strings.Join(baked, ", ")
 	}
-	return passed, ""
+	return passed, "", ""
 }
