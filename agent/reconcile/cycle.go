@@ -359,7 +359,7 @@ func (l *Loop) pruneRemoved(ctx context.Context, rc *cycleRun) {
 				st.record(outcome{
 					reason: status.ReasonPruneFailed, err: err,
 					message: "unit left the slice; deleting it failed: " + l.redact.err(err),
-				}, l.redact, "")
+				}, l.redact, "", "", time.Now())
 				l.log.Warn("delete unit that left the slice failed", "unit", name, "error", st.lastError)
 				return
 			}

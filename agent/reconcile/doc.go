@@ -75,9 +75,13 @@
 // # Readiness of unchanged units
 //
 // A unit that is up to date and was Ready in an earlier cycle of this
-// process stays Ready without reads; one whose readiness is unknown (after
-// a restart) or was not Ready is checked with Applier.CheckReady, polled
-// until its timeout when it sets wait.
+// process stays Ready without reads once it has been Ready at its content
+// for Config.ReadyRecheck (until then, with wait, CheckReady reads it once
+// a cycle, so a revision that breaks after some minutes is reported during
+// a rollout's bake); one whose readiness is unknown (after a restart) or
+// was not Ready is checked with Applier.CheckReady, polled until its
+// timeout when it sets wait. Status carries when the unit became Ready at
+// its content (readySince), which rollouts bake from.
 //
 // # Suspended units
 //

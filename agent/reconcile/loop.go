@@ -27,6 +27,9 @@ const (
 	DefaultJitter        = 0.1
 	DefaultWorkers       = 8
 	DefaultShutdownGrace = 30 * time.Second
+	// DefaultReadyRecheck: how long after a unit became Ready at its
+	// content its health is still read every cycle (Config.ReadyRecheck).
+	DefaultReadyRecheck = 24 * time.Hour
 	// readyPoll is how often an unchanged unit's health is re-read while
 	// waiting for it.
 	readyPoll = time.Second
@@ -66,6 +69,14 @@ type Config struct {
 	// --status-file), the base of progress documents until this process's
 	// first cycle ends; optional.
 	Previous *status.ClusterStatus
+
+	// ReadyRecheck: a unit with wait that is up to date and Ready has its
+	// health read once more every cycle until it has been Ready at its
+	// content this long, so a revision that breaks after some minutes (a
+	// crash loop under traffic) is reported while a rollout bakes it;
+	// after that it stays Ready without reads. DefaultReadyRecheck when
+	// zero; negative: never re-read.
+	ReadyRecheck time.Duration
 
 	// Interval between cycles (drift correction), ± Jitter (a fraction).
 	Interval time.Duration
@@ -173,6 +184,9 @@ func New(cfg Config) (*Loop, error) {
 	}
 	if cfg.Workers <= 0 {
 		cfg.Workers = DefaultWorkers
+	}
+	if cfg.ReadyRecheck == 0 {
+		cfg.ReadyRecheck = DefaultReadyRecheck
 	}
 	if cfg.Heartbeat <= 0 {
 		cfg.Heartbeat = status.DefaultHeartbeatInterval

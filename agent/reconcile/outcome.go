@@ -1,6 +1,9 @@
 package reconcile
 
 import (
+	"slices"
+	"time"
+
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -78,7 +81,7 @@ func (l *Loop) finishUnit(rc *cycleRun, u slice.Unit, st *unitState, o outcome) 
 	case countWaiting:
 		rc.waiting.Add(1)
 	}
-	st.record(o, l.redact, rev.Revision)
+	st.record(o, l.redact, rev.Revision, u.Hash, time.Now())
 	if o.log != "" {
 		attrs := append([]any{"unit", u.Name}, o.logAttrs...)
 		if o.err != nil {
@@ -91,12 +94,14 @@ func (l *Loop) finishUnit(rc *cycleRun, u slice.Unit, st *unitState, o outcome) 
 }
 
 // record writes an outcome into the unit's status: the one place that sets
-// its Ready, Stalled and Reconciling conditions and its last error.
-// revision is the one a Ready unit applied.
-func (st *unitState) record(o outcome, r redactor, revision string) {
+// its Ready, Stalled and Reconciling conditions, its last error and its
+// readiness at its content. revision is the one a Ready unit applied, hash
+// the content hash the outcome is about, now when it ended.
+func (st *unitState) record(o outcome, r redactor, revision, hash string, now time.Time) {
 	conds := &st.conditions
 	st.suspended = false
 	st.ready = o.ready()
+	st.recordReadiness(hash, now)
 	if st.ready {
 		st.lastError = ""
 		apimeta.SetStatusCondition(conds, metav1.Condition{
@@ -134,5 +139,24 @@ func (st *unitState) record(o outcome, r redactor, revision string) {
 		})
 	} else {
 		apimeta.RemoveStatusCondition(conds, status.ConditionReconciling)
+	}
+}
+
+// recordReadiness keeps readySince at the start of the unit's unbroken
+// Ready run at this hash. The Ready condition's transition time cannot
+// serve: it does not move when a Ready unit is Ready again at new content,
+// and a rollout's bake must count from the new content.
+func (st *unitState) recordReadiness(hash string, now time.Time) {
+	if !st.ready || hash == "" {
+		st.readyHash, st.readySince = "", nil
+		return
+	}
+	if st.readyHash != hash || st.readySince == nil {
+		t := metav1.NewTime(now.UTC().Truncate(time.Second))
+		st.readyHash, st.readySince = hash, &t
+	}
+	if len(st.readyHashes) == 0 || st.readyHashes[0] != hash {
+		rest := slices.DeleteFunc(slices.Clone(st.readyHashes), func(h string) bool { return h == hash })
+		st.readyHashes = append([]string{hash}, rest[:min(len(rest), status.MaxReadyHashes-1)]...)
 	}
 }

@@ -95,6 +95,9 @@ func (us *unitState) status(name, hash string) status.UnitStatus {
 		DriftCorrections: us.drift,
 		LastError:        us.lastError,
 		Suspended:        us.suspended,
+		ReadyHash:        us.readyHash,
+		ReadySince:       us.readySince.DeepCopy(),
+		ReadyHashes:      slices.Clone(us.readyHashes),
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -29,6 +30,10 @@ type unitState struct {
 	conditions      []metav1.Condition
 	// suspended: the slice suspends the unit (suspend.go).
 	suspended bool
+	// readyHash, readySince and readyHashes: see status.UnitStatus.
+	readyHash   string
+	readySince  *metav1.Time
+	readyHashes []string
 	// good is where the unit last rendered successfully, to restore drift
 	// while a newer revision of it fails to render.
 	good *goodSource
@@ -46,6 +51,15 @@ func (l *Loop) unitState(name string) *unitState {
 	st := l.units[name]
 	if st == nil {
 		st = &unitState{}
+		// The contents Ready before a restart are still where abort may
+		// return (readySince is not: the bake starts over).
+		if prev := l.cfg.Previous; prev != nil {
+			for _, u := range prev.Units {
+				if u.Name == name {
+					st.readyHashes = slices.Clone(u.ReadyHashes)
+				}
+			}
+		}
 		l.units[name] = st
 	}
 	return st
@@ -146,7 +160,20 @@ func (l *Loop) reconcileUnit(ctx context.Context, rc *cycleRun, u slice.Unit, st
 		rc.unchanged.Add(1)
 		st.objects = chk.ManagedObjects
 		if st.ready && st.hash == u.Hash {
-			return outcome{reason: status.ReasonSucceeded, applied: true, unverified: true}
+			if !l.recheckReady(u, st) {
+				return outcome{reason: status.ReasonSucceeded, applied: true, unverified: true}
+			}
+			// Read once, not polled: a unit that stopped being Ready
+			// says so now and is waited for in the next cycle.
+			ready, notReady, err := l.cfg.Applier.CheckReady(ctx, u.Name)
+			switch {
+			case err == nil && ready:
+				return outcome{reason: status.ReasonSucceeded, applied: true, unverified: true}
+			case err != nil:
+				return outcome{reason: status.ReasonHealthCheckFailed, err: err, progressing: true, applied: true, unverified: true}
+			}
+			return outcome{reason: status.ReasonHealthCheckFailed, notReady: "not ready: " + summarize(notReady), progressing: true, applied: true, unverified: true,
+				log: "unit is no longer ready", logAttrs: []any{"objects", summarize(notReady)}}
 		}
 		release()
 		ready, notReady, err := l.waitReady(ctx, u)
@@ -288,6 +315,14 @@ func (l *Loop) countResult(rc *cycleRun, st *unitState, res *apply.UnitResult) {
 		rc.driftCorrected.Add(int64(res.DriftCorrected))
 		st.drift += int64(res.DriftCorrected)
 	}
+}
+
+// recheckReady reports whether a Ready, up-to-date unit's health is read
+// again this cycle: with wait, while it has been Ready at its content for
+// less than Config.ReadyRecheck.
+func (l *Loop) recheckReady(u slice.Unit, st *unitState) bool {
+	return u.Wait && l.cfg.ReadyRecheck > 0 && st.readySince != nil && st.readyHash == u.Hash &&
+		time.Since(st.readySince.Time) < l.cfg.ReadyRecheck
 }
 
 // waitReady checks an unchanged unit's health, polling until the unit's

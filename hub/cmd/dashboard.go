@@ -36,8 +36,12 @@ Revisions link to their commits when the fleet repo's remote is on
 github.com or gitlab.com, or through --commit-url on any forge.
 
 The page also answers /fragment (the part that refreshes), /fleet.json (the
-page's model) and /healthz. flotilla status -o html writes the same page as
-one file that does not refresh.`,
+page's model), /healthz and /metrics: the progressive rollouts as Prometheus
+gauges (flotilla_rollout_state, flotilla_rollout_waves_released,
+flotilla_rollout_clusters, …; see manifests/monitoring/rollout-rules.yaml
+for alerts on them), when --repo is a local clone whose applications are
+under a rollout. flotilla status -o html writes the same page as one file
+that does not refresh.`,
 		Example: `  # The fleet of a local clone, on http://127.0.0.1:8080/
   flotilla dashboard --repo ./fleet
 
@@ -116,7 +120,8 @@ func serveDashboard(c *cobra.Command, o *statusOptions, ro fleetstatus.ReadOptio
 			m, _, err := loadDashboard(ctx, o, ro, commitURL)
 			return m, err
 		},
-		Errorf: func(format string, args ...any) { fmt.Fprintf(c.ErrOrStderr(), "error: "+format+"\n", args...) },
+		Errorf:  func(format string, args ...any) { fmt.Fprintf(c.ErrOrStderr(), "error: "+format+"\n", args...) },
+		Metrics: dashboard.NewMetrics(),
 	}
 	if err := srv.Update(ctx); err != nil {
 		return err

@@ -114,6 +114,7 @@ func TestDashboardCommand(t *testing.T) {
 		"fragment":   `data-cluster="member2" data-state="Failing"`,
 		"fleet.json": `"name":"member1","state":"InSync"`,
 		"healthz":    "ok",
+		"metrics":    "flotilla_dashboard_last_read_timestamp_seconds ",
 	} {
 		resp, err := client.Get("http://" + url + path)
 		if err != nil {

@@ -64,8 +64,86 @@ and push what they write (the template's scheduled CI job does).`,
 	c.AddCommand(newRolloutStatusCommand(o), newRolloutAdvanceCommand(o),
 		newRolloutStateCommand(o, "pause", "Stop rollout advance from releasing further waves of APP", func(s *rollout.State) { s.Paused = true }),
 		newRolloutStateCommand(o, "resume", "Let rollout advance release the waves of APP again", func(s *rollout.State) { s.Paused = false }),
-		newRolloutStateCommand(o, "abort", "Give every cluster APP's rollout changed the unit it had before the rollout started", func(s *rollout.State) { s.Aborted = true }))
+		newRolloutAbortCommand(o))
 	return c
+}
+
+func newRolloutAbortCommand(o *rolloutOptions) *cobra.Command {
+	return &cobra.Command{
+		Use:   "abort APP",
+		Short: "Give every cluster APP's rollout changed its last unit that was Ready there",
+		Long: `abort gives every cluster whose unit APP's rollout changed the newest unit its
+agent reports Ready there (from its status ref) among those the rollout keeps:
+the unit the cluster had when the rollout started, and those kept from
+rollouts this one replaced before they completed. So a fix rolled out over a
+change that failed on the canary never puts the failed change back. A
+cluster whose status does not say (none, not trusted, an older agent) gets
+the unit it had when the rollout started. It prints which unit each cluster
+gets and why, rewrites rendered/rollouts/<APP>.yaml and the clusters'
+slices; commit and push them. Nothing advances an aborted rollout; the next
+revision starts over at wave 1.`,
+		Example: "  flotilla rollout abort web",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			return runAbort(c.Context(), c.OutOrStdout(), c.ErrOrStderr(), o, args[0])
+		},
+	}
+}
+
+func runAbort(ctx context.Context, stdout, stderr io.Writer, o *rolloutOptions, app string) error {
+	root, repo, err := o.load(ctx)
+	if err != nil {
+		return err
+	}
+	committed := compile.CommittedAt(root)
+	st, err := committed.State(app)
+	if err != nil {
+		return err
+	}
+	if st == nil || repo.Application(app) == nil || repo.Waves(repo.Application(app)) == nil {
+		return fmt.Errorf("application %s has no rollout in %s (render it first)", app, rollout.Dir)
+	}
+	docs := map[string]*status.ClusterStatus{}
+	if all, err := o.documents(ctx, root, repo); err != nil {
+		// An abort is an emergency: it goes on without status.
+		fmt.Fprintf(stderr, "warning: %v: every cluster gets the unit it had when the rollout started\n", err)
+	} else {
+		for c, cd := range all {
+			if cd.Document != nil && (cd.Trust == nil || cd.Trust.Trusted) {
+				docs[c] = cd.Document
+			}
+		}
+	}
+	current := map[string]string{}
+	for c := range st.Previous {
+		if s, err := committed.Slice(c); err == nil {
+			for _, u := range s.Units {
+				if u.Name == app {
+					current[c] = u.Hash
+				}
+			}
+		}
+	}
+	choices := rollout.ChooseAbort(st, app, current, docs)
+	cp := *st
+	cp.Aborted = true
+	cp.Restore = rollout.Restore(st, choices)
+	lines := make([]string, len(choices))
+	for i, ch := range choices {
+		lines[i] = ch.String()
+	}
+	cp.Reason = "flotilla rollout abort"
+	if len(lines) > 0 {
+		cp.Reason += ": " + strings.Join(lines, "; ")
+	}
+	if err := writeStates(ctx, root, repo, map[string]*rollout.State{app: &cp}); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "rollout of %s: abort\n", app)
+	for _, l := range lines {
+		fmt.Fprintln(stdout, "  "+l)
+	}
+	return nil
 }
 
 func newRolloutStatusCommand(o *rolloutOptions) *cobra.Command {
@@ -78,8 +156,10 @@ the released unit:
 
   Pending  the agent has not reported the released unit yet (or its status
            cannot be trusted)
-  Applied  reported, not Ready yet
-  Ready    Ready, with the time it became Ready
+  Applied  reported, not Ready at the released content yet (or its agent
+           does not say since when: an older agent)
+  Ready    Ready, with the time it became Ready at the released content
+           (readySince in its status), which bake counts from
   Failed   the unit failed, with the reason
   Held     the cluster's wave is not released; it keeps its previous content
 
@@ -103,9 +183,11 @@ func newRolloutAdvanceCommand(o *rolloutOptions) *cobra.Command {
 		Short: "Release the next wave of every rollout whose last released wave is Ready for its bake time",
 		Long: `advance reads the status refs and, for every application under a rollout,
 releases the next wave when every cluster of the last released wave reports
-the released unit Ready for at least bake, with no more Failed clusters than
-the wave's maxFailures (waves with no cluster are passed over). It writes
-rendered/ and prints a commit message saying what it released and why;
+the released unit Ready for at least bake — counted from when it became Ready
+at the released content, not from an earlier Ready — with no more Failed
+clusters than the wave's maxFailures (waves with no cluster are passed over).
+It writes rendered/ and prints a commit message saying what it released and
+why, with each cluster's measured time;
 --message-file writes that message to a file too (for git commit -F).
 
 Idempotent: run it again and it releases nothing more until the newly
@@ -130,7 +212,7 @@ func newRolloutStateCommand(o *rolloutOptions, verb, short string, change func(*
 	return &cobra.Command{
 		Use:     verb + " APP",
 		Short:   short,
-		Long:    short + ". It rewrites rendered/rollouts/<APP>.yaml (and for abort the clusters' slices); commit and push it.",
+		Long:    short + ". It rewrites rendered/rollouts/<APP>.yaml; commit and push it.",
 		Example: "  flotilla rollout " + verb + " web",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
@@ -294,9 +376,7 @@ func runAdvance(ctx context.Context, stdout, stderr io.Writer, o *rolloutOptions
 		}
 		why := "first wave"
 		if p.Released > 0 {
-			prev := p.Waves[p.Released-1]
-			why = fmt.Sprintf("every cluster of wave %s Ready for %s (bake), %d Failed (maxFailures %d)",
-				prev.Name, p.Bake.Duration, failedIn(prev), prev.MaxFailures)
+			why = p.Passed
 		}
 		cp.Reason = fmt.Sprintf("rollout advance: wave %s released: %s", strings.Join(names, ", "), why)
 		states[p.Application] = &cp
@@ -324,16 +404,6 @@ func runAdvance(ctx context.Context, stdout, stderr io.Writer, o *rolloutOptions
 	}
 	_, err = io.WriteString(stdout, msg)
 	return err
-}
-
-func failedIn(w rollout.WaveProgress) int {
-	n := 0
-	for _, c := range w.Clusters {
-		if c.Phase == rollout.PhaseFailed {
-			n++
-		}
-	}
-	return n
 }
 
 // writeStates renders the repo with states replacing the committed rollout

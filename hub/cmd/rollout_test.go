@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +15,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/flotilla-gitops/flotilla/pkg/compile"
+	"github.com/flotilla-gitops/flotilla/pkg/fleetstatus"
 	"github.com/flotilla-gitops/flotilla/pkg/gitrepo"
 	"github.com/flotilla-gitops/flotilla/pkg/rollout"
 	"github.com/flotilla-gitops/flotilla/pkg/slice"
@@ -95,9 +98,13 @@ func (p publisher) publish(cluster string, unit status.UnitStatus) {
 	}
 }
 
+// readyUnit is Ready at hash since since; by its condition it has been
+// Ready for a day (a healthy cluster that got new content).
 func readyUnit(hash string, since time.Time) status.UnitStatus {
-	return status.UnitStatus{Hash: hash, Conditions: []metav1.Condition{{Type: status.ConditionReady, Status: metav1.ConditionTrue,
-		Reason: status.ReasonSucceeded, LastTransitionTime: metav1.NewTime(since)}}}
+	at := metav1.NewTime(since)
+	return status.UnitStatus{Hash: hash, ReadyHash: hash, ReadySince: &at, ReadyHashes: []string{hash},
+		Conditions: []metav1.Condition{{Type: status.ConditionReady, Status: metav1.ConditionTrue,
+			Reason: status.ReasonSucceeded, LastTransitionTime: metav1.NewTime(since.Add(-24 * time.Hour))}}}
 }
 
 func readState(t *testing.T, dir string) *rollout.State {
@@ -137,6 +144,70 @@ func TestRolloutAbortCommand(t *testing.T) {
 	}
 }
 
+// TestRolloutAbortAfterAFailedRevision: a change fails on the canary and
+// stays there; the fix starts a new rollout and reaches wave-2. Abort
+// gives the canary its last unit Ready there (v1), not the failed v2 it
+// had when the fix's rollout started, and says so; a cluster without
+// status gets its unit from the start.
+func TestRolloutAbortAfterAFailedRevision(t *testing.T) {
+	dir := rolloutWorkTree(t, "0s") // v1 everywhere, v2 on a1
+	srv := gitserver.Start(t, gitserver.ForgeConfig(rolloutClusters...))
+	url := srv.MustCreateRepo(t, "status", dir)
+	pub := publisher{t, srv, url}
+	flags := []string{"--repo", dir, "--status-repo", srv.RepoPath("status")}
+	v1, v2 := unitHash(t, dir, "b2"), unitHash(t, dir, "a1")
+	failedAt := func(hash string, ready ...string) status.UnitStatus {
+		return status.UnitStatus{Hash: hash, ReadyHashes: ready, Conditions: []metav1.Condition{{Type: status.ConditionReady,
+			Status: metav1.ConditionFalse, Reason: status.ReasonApplyFailed, Message: "admission denied", LastTransitionTime: metav1.Now()}}}
+	}
+	pub.publish("a1", failedAt(v2, v1))
+
+	// The fix: a new rollout, released to wave-2 once a1 is Ready on it.
+	editFile(t, filepath.Join(dir, "apps/web/manifests/cm.yaml"), "v2", "v3")
+	if _, stderr, code := runCLI(t, "render", "--repo", dir); code != ExitOK {
+		t.Fatal(stderr)
+	}
+	v3 := unitHash(t, dir, "a1")
+	if st := readState(t, dir); st.Previous["a1"] != v2 || len(st.Earlier["a1"]) != 1 || st.Earlier["a1"][0] != v1 {
+		t.Fatalf("the fix's rollout does not keep a1's v1: %+v", st)
+	}
+	ready := readyUnit(v3, time.Now().Add(-time.Hour))
+	ready.ReadyHashes = []string{v3, v1}
+	pub.publish("a1", ready)
+	if stdout, stderr, code := runCLI(t, append([]string{"rollout", "advance"}, flags...)...); code != ExitOK {
+		t.Fatalf("advance: exit %d\n%s%s", code, stdout, stderr)
+	}
+	pub.publish("b2", failedAt(v3, v1))
+	if unitHash(t, dir, "b2") != v3 || unitHash(t, dir, "c3") != v3 {
+		t.Fatal("wave-2 did not get the fix")
+	}
+
+	// c3 has no status: it gets what it had when the rollout started.
+	stdout, stderr, code := runCLI(t, append([]string{"rollout", "abort", "web"}, flags...)...)
+	short := func(h string) string { return strings.TrimPrefix(h, "sha256:")[:12] }
+	for _, want := range []string{
+		"a1 gets unit " + short(v1) + " (its last unit Ready there)",
+		"b2 gets unit " + short(v1) + " (its last unit Ready there)",
+		"c3 gets unit " + short(v1) + " (no trusted status: the unit it had when the rollout started)",
+	} {
+		if code != ExitOK || !strings.Contains(stdout, want) {
+			t.Errorf("abort: exit %d, want %q:\n%s%s", code, want, stdout, stderr)
+		}
+	}
+	for _, c := range []string{"a1", "b2", "c3", "d4"} {
+		if got := unitHash(t, dir, c); got != v1 {
+			t.Errorf("%s after abort: unit %s, want v1 %s (v2 is %s, v3 %s)", c, got, v1, v2, v3)
+		}
+	}
+	st := readState(t, dir)
+	if !st.Aborted || st.Restore["a1"] != v1 || !strings.Contains(st.Reason, "a1 gets unit "+short(v1)) {
+		t.Errorf("state after abort: %+v", st)
+	}
+	if _, _, code := runCLI(t, "render", "--check", "--repo", dir); code != ExitOK {
+		t.Error("rendered/ after abort is not what render writes")
+	}
+}
+
 // TestRolloutCommands drives rollout status, advance, pause and resume and
 // render --all-waves against status committed to a real Git server.
 func TestRolloutCommands(t *testing.T) {
@@ -161,7 +232,7 @@ func TestRolloutCommands(t *testing.T) {
 	// Ready for a minute of a 10m bake: still baking.
 	pub.publish("a1", readyUnit(unitHash(t, dir, "a1"), time.Now().Add(-time.Minute)))
 	stdout, _, code = runCLI(t, append([]string{"rollout", "advance"}, flags...)...)
-	if code != ExitChanges || !strings.Contains(stdout, "wave canary is baking: a1 (Ready for") {
+	if code != ExitChanges || !strings.Contains(stdout, "wave canary is baking: a1 (Ready at the revision for 1m") {
 		t.Fatalf("advance while baking: exit %d\n%s", code, stdout)
 	}
 
@@ -177,7 +248,7 @@ func TestRolloutCommands(t *testing.T) {
 	}
 	msgFile := filepath.Join(t.TempDir(), "msg")
 	stdout, stderr, code = runCLI(t, append([]string{"rollout", "advance", "--message-file", msgFile}, flags...)...)
-	if code != ExitOK || !strings.Contains(stdout, "web: rollout advance: wave wave-2 released: every cluster of wave canary Ready for 10m0s (bake), 0 Failed (maxFailures 0)") {
+	if code != ExitOK || !regexp.MustCompile(`web: rollout advance: wave wave-2 released: every cluster of wave canary Ready at the revision for at least 10m0s \(bake\): a1 \(Ready at the revision for 1h0m[0-9]+s, since `).MatchString(stdout) {
 		t.Fatalf("advance: exit %d\n%s%s", code, stdout, stderr)
 	}
 	if msg, err := os.ReadFile(msgFile); err != nil || string(msg) != stdout {
@@ -284,5 +355,50 @@ func TestTemplateRolloutCI(t *testing.T) {
 	gl, err := os.ReadFile(filepath.Join(templateDir, ".gitlab-ci.yml"))
 	if err != nil || !strings.Contains(string(gl), "local: .gitlab/flotilla-rollout.yml") {
 		t.Errorf(".gitlab-ci.yml does not include the rollout job: %v", err)
+	}
+}
+
+// TestStatusRolloutCarriesWaves: flotilla status rollout -o json and -o
+// yaml carry the waves the table shows, as rollout status gives them.
+func TestStatusRolloutCarriesWaves(t *testing.T) {
+	dir := rolloutWorkTree(t, "10m")
+	for _, args := range [][]string{{"init", "-q", "-b", "main"}, {"add", "-A"}, {"commit", "-q", "-m", "web v2"}} {
+		cmd := exec.Command("git", append([]string{"-c", "user.name=t", "-c", "user.email=t@example.com"}, args...)...)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	table, stderr, code := runCLI(t, "status", "rollout", "--repo", dir)
+	if code != ExitOK || !regexp.MustCompile(`(?m)^canary\s+a1\s+Pending\b.*no status reported`).MatchString(table) ||
+		!regexp.MustCompile(`(?m)^rest\s+d4\s+Held\b`).MatchString(table) {
+		t.Fatalf("table: exit %d\n%s%s", code, table, stderr)
+	}
+	stdout, stderr, code := runCLI(t, "status", "rollout", "--repo", dir, "-o", "json")
+	var v fleetstatus.RolloutView
+	if err := json.Unmarshal([]byte(stdout), &v); code != ExitOK || err != nil {
+		t.Fatalf("json: exit %d %v\n%s%s", code, err, stdout, stderr)
+	}
+	if len(v.Waves) != 1 || v.Waves[0].Application != "web" || len(v.Waves[0].Waves) != 3 {
+		t.Fatalf("json waves: %+v", v.Waves)
+	}
+	p := v.Waves[0]
+	var rows []string
+	for _, w := range p.Waves {
+		for _, c := range w.Clusters {
+			rows = append(rows, w.Name+" "+c.Cluster+" "+string(c.Phase))
+			if !strings.Contains(table, c.Reason) {
+				t.Errorf("the table has no %q", c.Reason)
+			}
+		}
+	}
+	if got := strings.Join(rows, ", "); got != "canary a1 Pending, wave-2 b2 Held, wave-2 c3 Held, rest d4 Held" ||
+		p.Released != 1 || p.Bake.Duration != 10*time.Minute || !strings.Contains(table, "next: "+p.Blocked) {
+		t.Errorf("json waves %s, released %d, bake %s, blocked %q; table:\n%s", got, p.Released, p.Bake.Duration, p.Blocked, table)
+	}
+	stdout, _, code = runCLI(t, "status", "rollout", "--repo", dir, "-o", "yaml")
+	if code != ExitOK || !strings.Contains(stdout, "\nwaves:\n") || !strings.Contains(stdout, "application: web") {
+		t.Errorf("yaml: exit %d\n%s", code, stdout)
 	}
 }

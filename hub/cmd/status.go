@@ -212,7 +212,8 @@ can be run again at any time with the same answer for the same Git state:
 
 REVISION is any revision of a local repository, or a full commit hash for a
 URL. With a local clone whose applications are under a progressive rollout,
-the table also shows their waves, as flotilla rollout status does.`,
+the output also shows their waves, as flotilla rollout status does (in JSON
+and YAML as "waves", the same objects as flotilla rollout status -o json).`,
 		Example: `  # The latest merge
   flotilla status rollout --repo ./fleet
 
@@ -232,6 +233,12 @@ the table also shows their waves, as flotilla rollout status does.`,
 				r, err := fleetstatus.ReadRollout(ctx, ro, rev)
 				if err != nil {
 					return err
+				}
+				if o.output == fleetstatus.FormatJSON || o.output == fleetstatus.FormatYAML {
+					// One document: the waves go inside it.
+					if r.Waves, err = wavesOf(ctx, o); err != nil {
+						return err
+					}
 				}
 				if err := fleetstatus.WriteRollout(w, r, o.output); err != nil {
 					return err
@@ -283,8 +290,8 @@ func watch(ctx context.Context, stdout, stderr io.Writer, o *statusOptions, show
 
 // writeWaves appends the waves of progressive rollouts to a table or
 // Markdown view when --repo is a local clone that has any (the wave state
-// lives in its working tree, rendered/rollouts/); JSON and YAML stay one
-// document: flotilla rollout status -o json gives the waves.
+// lives in its working tree, rendered/rollouts/); JSON and YAML carry them
+// inside their one document (RolloutView.Waves).
 func writeWaves(ctx context.Context, w io.Writer, o *statusOptions) error {
 	if o.output != fleetstatus.FormatTable && o.output != fleetstatus.FormatMarkdown {
 		return nil

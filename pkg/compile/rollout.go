@@ -12,6 +12,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -106,6 +107,9 @@ type rolloutPlan struct {
 	// previous are the units abort restores, by hash (State.Previous);
 	// loaded from the committed tree or captured when the rollout starts.
 	previous map[string]*keptUnit
+	// replaced is the state of the rollout a fresh one replaces, whose
+	// kept units stay kept (State.Earlier).
+	replaced *rollout.State
 	held     []string
 }
 
@@ -169,10 +173,13 @@ func (c *compiler) planRollouts() error {
 			st = &cp
 			st.Waves = len(waves)
 			st.Previous = maps.Clone(prev.Previous)
+			st.Earlier = maps.Clone(prev.Earlier)
+			st.Restore = maps.Clone(prev.Restore)
 		default:
 			st.Released = 1
 			st.Paused = prev != nil && prev.Paused
 			rp.fresh = true
+			rp.replaced = prev
 			st.Reason = fmt.Sprintf("new revision: wave %s released; later waves keep their content", waves[0].Name)
 			if prev != nil && prev.Released < prev.Waves {
 				st.Reason += fmt.Sprintf(" (replaces revision %s, which had reached %d of %d waves)", shortRevision(prev.Revision), prev.Released, prev.Waves)
@@ -183,6 +190,9 @@ func (c *compiler) planRollouts() error {
 		}
 		rp.previous = map[string]*keptUnit{}
 		rp.state = st
+		if rp.replaced != nil && rp.replaced.Revision == st.Revision {
+			rp.replaced = nil // --all-waves over the same revision
+		}
 		p.rollout = rp
 	}
 	return nil
@@ -322,7 +332,7 @@ func (c *compiler) holdUnit(p *appPlan, cl *fleet.Cluster, u slice.Unit, content
 		}
 	}
 	if rp.state.Aborted {
-		if h, ok := rp.state.Previous[name]; ok {
+		if h := rp.state.AbortTarget(name); h != "" {
 			k, err := c.keptUnit(p, h)
 			if err != nil {
 				c.errs.add(p.app.Source.File, p.app.Line("spec"), "", ErrCannotHold, name, err.Error())
@@ -389,12 +399,39 @@ func (c *compiler) holdUnit(p *appPlan, cl *fleet.Cluster, u slice.Unit, content
 		if _, ok := rp.previous[cu.Hash]; !ok {
 			rp.previous[cu.Hash] = &keptUnit{unit: hu, files: held.files}
 		}
+		if older := carried(rp.replaced, name, cu.Hash); len(older) > 0 {
+			if rp.state.Earlier == nil {
+				rp.state.Earlier = map[string][]string{}
+			}
+			rp.state.Earlier[name] = older
+		}
 	}
 	if released {
 		return u, content, true
 	}
 	rp.held = append(rp.held, name)
 	return hu, held, true
+}
+
+// carried are the units a replaced rollout kept for cluster, newest first,
+// but cur: what the cluster had before the content it has now, which the
+// new rollout keeps too, since that content may be a revision that failed
+// there.
+func carried(replaced *rollout.State, cluster, cur string) []string {
+	if replaced == nil {
+		return nil
+	}
+	h, ok := replaced.Previous[cluster]
+	if !ok {
+		return nil
+	}
+	var out []string
+	for _, k := range append([]string{h}, replaced.Earlier[cluster]...) {
+		if k != cur && !slices.Contains(out, k) {
+			out = append(out, k)
+		}
+	}
+	return out
 }
 
 // keptUnit loads a unit kept for abort from the committed tree.
@@ -464,11 +501,7 @@ func reference(referenced map[string]bool, inputs []slice.Input) {
 // referenced.
 func (c *compiler) previousFiles(p *appPlan, referenced map[string]bool) ([]File, error) {
 	var out []File
-	hashes := map[string]bool{}
-	for _, h := range p.rollout.state.Previous {
-		hashes[h] = true
-	}
-	for _, h := range sortedKeys(hashes) {
+	for _, h := range p.rollout.state.Kept() {
 		k, err := c.keptUnit(p, h)
 		if err != nil {
 			return nil, fmt.Errorf("application %s: %w", p.app.Metadata.Name, err)
@@ -518,7 +551,7 @@ func (c *compiler) rolloutFiles(clusters []*ClusterOutput) ([]File, error) {
 			// Every wave has the revision: there is nothing left to
 			// abort (a revert in Git rolls it back), and the kept units
 			// and their snapshots can go.
-			rp.state.Previous = nil
+			rp.state.Previous, rp.state.Earlier, rp.state.Restore = nil, nil, nil
 		}
 		data, err := rollout.Marshal(rp.state)
 		if err != nil {

@@ -24,6 +24,11 @@
 // repeats them; tables have captions and scoped headers; the refreshed
 // region is aria-live.
 //
+// Metrics (metrics.go) turn the progressive rollouts of each read into
+// Prometheus gauges (flotilla_rollout_*), which Server serves at
+// /metrics when it has them: wave progress for dashboards and alerts
+// (manifests/monitoring/rollout-rules.yaml).
+//
 // CommitLinker links a revision to its commit on a known forge (github.com,
 // gitlab.com) derived from the fleet repo's remote URL, or on any forge
 // from a URL template; a local directory gets no links.

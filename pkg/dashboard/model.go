@@ -34,6 +34,8 @@ type Model struct {
 	// [name, revision, revision URL, objects, drift corrections], the
 	// revision "" when it is the cluster's applied one.
 	QuietUnits map[string][][]any `json:"-"`
+	// progress are the waves as evaluated, for the metrics.
+	progress []*rollout.Progress
 }
 
 // Revision is a commit as shown: the short form, and its forge page when
@@ -212,6 +214,7 @@ func NewModel(s *fleetstatus.Snapshot, waves []*rollout.Progress, link CommitLin
 		}
 	}
 	m.Rollout = rolloutOf(s, link)
+	m.progress = waves
 	for _, p := range waves {
 		m.Waves = append(m.Waves, wavesOf(p))
 	}

@@ -31,6 +31,9 @@ type Server struct {
 	Timeout time.Duration
 	// Errorf reports a failed read (the page keeps the last good one).
 	Errorf func(format string, args ...any)
+	// Metrics, when set, are updated from every successful read and
+	// served at PathMetrics.
+	Metrics *Metrics
 
 	mu       sync.RWMutex
 	model    *Model
@@ -63,7 +66,13 @@ func (s *Server) Update(ctx context.Context) error {
 		}
 		return err
 	}
-	return s.publish(m)
+	if err := s.publish(m); err != nil {
+		return err
+	}
+	if s.Metrics != nil {
+		s.Metrics.Set(m.progress, time.Now())
+	}
+	return nil
 }
 
 func (s *Server) publish(m *Model) error {
@@ -100,11 +109,16 @@ func (s *Server) Run(ctx context.Context) {
 	}
 }
 
-// ServeHTTP answers GET and HEAD on the page, the fragment and the JSON.
+// ServeHTTP answers GET and HEAD on the page, the fragment, the JSON and,
+// with Metrics, the metrics.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header().Set("Allow", "GET, HEAD")
 		http.Error(w, "read-only", http.StatusMethodNotAllowed)
+		return
+	}
+	if r.URL.Path == PathMetrics && s.Metrics != nil {
+		s.Metrics.Handler().ServeHTTP(w, r)
 		return
 	}
 	s.mu.RLock()

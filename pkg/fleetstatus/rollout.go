@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/flotilla-gitops/flotilla/pkg/gitrepo"
+	"github.com/flotilla-gitops/flotilla/pkg/rollout"
 	"github.com/flotilla-gitops/flotilla/pkg/slice"
 )
 
@@ -58,6 +59,11 @@ type RolloutView struct {
 	Summary  map[RolloutState]int `json:"summary"`
 	Clusters []ClusterRollout     `json:"clusters"`
 	Warnings []string             `json:"warnings,omitempty"`
+	// Waves are the progressive rollouts of the repo's applications, as
+	// `flotilla rollout status` evaluates them; set by the caller when the
+	// repo is a local clone (their state lives in its working tree), so
+	// JSON and YAML carry what the table shows.
+	Waves []*rollout.Progress `json:"waves,omitempty"`
 }
 
 // ClusterRollout is one cluster's progress with the change.

@@ -82,7 +82,7 @@ func rolloutNotes(base, head *compile.Output) []string {
 		case strings.Contains(st.Reason, "--all-waves"):
 			notes = append(notes, fmt.Sprintf("rollout %s: ALL WAVES AT ONCE (render --all-waves): revision %s reaches every cluster now, none is held", r.Application, rev))
 		case st.Aborted:
-			notes = append(notes, fmt.Sprintf("rollout %s: ABORTED: clusters go back to the units they had before revision %s", r.Application, rev))
+			notes = append(notes, fmt.Sprintf("rollout %s: ABORTED: clusters go back from revision %s to their last unit Ready there: %s", r.Application, rev, st.AbortTargets()))
 		case len(r.Held) == 0:
 			notes = append(notes, fmt.Sprintf("rollout %s: revision %s, %d of %d waves released; no cluster held", r.Application, rev, st.Released, st.Waves))
 		default:

@@ -16,8 +16,9 @@ type Phase string
 
 // Phases. Held: the cluster's wave is not released. Pending: released,
 // but its agent has not reported the released unit yet (or reported
-// nothing we can trust). Applied: reported, not Ready yet. Ready: Ready
-// since Since. Failed: the unit failed (Reason).
+// nothing we can trust). Applied: reported, not Ready at the released
+// content yet (or its agent does not say since when). Ready: Ready at the
+// released content since Since. Failed: the unit failed (Reason).
 const (
 	PhaseHeld    Phase = "Held"
 	PhasePending Phase = "Pending"
@@ -25,6 +26,28 @@ const (
 	PhaseReady   Phase = "Ready"
 	PhaseFailed  Phase = "Failed"
 )
+
+// ProgressState is where a rollout stands as a whole: what advance would
+// do, or what holds it.
+type ProgressState string
+
+// States of a rollout. Releasable: advance releases the next wave now.
+// Baking: every cluster of the last released wave is Ready, not yet for
+// bake. Waiting: a cluster of it is not Ready (Pending, Applied).
+// Failed: more of its clusters Failed than maxFailures. Paused, Aborted,
+// Complete: as the rollout's state says.
+const (
+	ProgressReleasable ProgressState = "Releasable"
+	ProgressBaking     ProgressState = "Baking"
+	ProgressWaiting    ProgressState = "Waiting"
+	ProgressFailed     ProgressState = "Failed"
+	ProgressPaused     ProgressState = "Paused"
+	ProgressAborted    ProgressState = "Aborted"
+	ProgressComplete   ProgressState = "Complete"
+)
+
+// States in display order.
+var ProgressStates = []ProgressState{ProgressReleasable, ProgressBaking, ProgressWaiting, ProgressFailed, ProgressPaused, ProgressAborted, ProgressComplete}
 
 // ClusterProgress is one cluster of a wave.
 type ClusterProgress struct {
@@ -54,8 +77,13 @@ type Progress struct {
 	Waves       []WaveProgress  `json:"waves"`
 	// Release is the released count advance writes: Released when
 	// nothing can be released now (Blocked says why).
-	Release int    `json:"release"`
-	Blocked string `json:"blocked,omitempty"`
+	Release int           `json:"release"`
+	State   ProgressState `json:"state"`
+	Blocked string        `json:"blocked,omitempty"`
+	// Passed says why the next wave may go (when Release > Released after
+	// a released wave): each cluster's measured time Ready at the revision
+	// against bake.
+	Passed string `json:"passed,omitempty"`
 }
 
 // Observe describes a cluster whose wave is released: want is the unit
@@ -86,14 +114,17 @@ func Observe(cluster, unit, want string, doc *status.ClusterStatus, note string)
 	case status.UnitFailing(*us):
 		reason, msg := status.UnitFailure(*us)
 		cp.Phase, cp.Reason = PhaseFailed, strings.TrimSpace(reason+": "+msg)
-	case status.UnitReady(*us):
+	case status.UnitReady(*us) && !us.HasReadiness():
+		// The Ready condition's transition time is no substitute: it
+		// stays put when a Ready unit gets new content, so bake would
+		// count from an older revision.
+		cp.Phase, cp.Reason = PhaseApplied, "Ready, but its agent does not report since when at this content (status without readySince: upgrade the agent); bake cannot be measured"
+	case status.UnitReady(*us) && us.ReadyHash == want && us.ReadySince != nil:
 		cp.Phase = PhaseReady
-		for _, c := range us.Conditions {
-			if c.Type == status.ConditionReady {
-				since := c.LastTransitionTime
-				cp.Since = &since
-			}
-		}
+		since := *us.ReadySince
+		cp.Since = &since
+	case status.UnitReady(*us):
+		cp.Phase, cp.Reason = PhaseApplied, "applied, not reported Ready at the released content yet"
 	default:
 		cp.Phase, cp.Reason = PhaseApplied, "applied, not Ready yet"
 	}
@@ -125,20 +156,23 @@ func Evaluate(st *State, waves []fleet.ResolvedWave, bake time.Duration, observe
 	}
 	switch {
 	case st.Aborted:
-		p.Blocked = "aborted: every cluster is back on the content it had before this revision; merge a new revision to roll out again"
+		p.State, p.Blocked = ProgressAborted, "aborted: every cluster is back on its last unit Ready there; merge a new revision to roll out again"
 		return p
 	case st.Released >= len(waves):
-		p.Blocked = "complete: every wave has the revision"
+		p.State, p.Blocked = ProgressComplete, "complete: every wave has the revision"
 		return p
 	case st.Paused:
-		p.Blocked = "paused (flotilla rollout resume " + st.Application + ")"
+		p.State, p.Blocked = ProgressPaused, "paused (flotilla rollout resume "+st.Application+")"
 		return p
 	}
+	p.State = ProgressReleasable
 	if st.Released > 0 {
-		if why := gate(p.Waves[st.Released-1], bake, now); why != "" {
-			p.Blocked = why
+		passed, held, why := gate(p.Waves[st.Released-1], bake, now)
+		if why != "" {
+			p.State, p.Blocked = held, why
 			return p
 		}
+		p.Passed = passed
 	}
 	p.Release = st.Released + 1
 	for p.Release < len(waves) && len(waves[p.Release-1].Clusters) == 0 {
@@ -147,18 +181,27 @@ func Evaluate(st *State, waves []fleet.ResolvedWave, bake time.Duration, observe
 	return p
 }
 
-// gate says why the wave does not let the next one go yet ("" when it
-// does).
-func gate(w WaveProgress, bake time.Duration, now time.Time) string {
-	var failed, waiting []string
-	var baking []string
+// gate says why the wave does not let the next one go yet (and the
+// rollout's state for it), or, when it does (why is ""), what it measured.
+func gate(w WaveProgress, bake time.Duration, now time.Time) (passed string, held ProgressState, why string) {
+	var failed, waiting, baking, baked []string
 	for _, c := range w.Clusters {
 		switch c.Phase {
 		case PhaseFailed:
 			failed = append(failed, c.Cluster+" ("+c.Reason+")")
 		case PhaseReady:
-			if c.Since != nil && now.Sub(c.Since.Time) < bake {
-				baking = append(baking, fmt.Sprintf("%s (Ready for %s of %s)", c.Cluster, now.Sub(c.Since.Time).Truncate(time.Second), bake))
+			if c.Since == nil {
+				// Observe sets Since for every Ready cluster; a
+				// caller's progress without it cannot prove bake.
+				waiting = append(waiting, c.Cluster+" Ready: since when is not known")
+				continue
+			}
+			ready := now.Sub(c.Since.Time).Truncate(time.Second)
+			at := fmt.Sprintf("%s (Ready at the revision for %s, since %s)", c.Cluster, ready, c.Since.UTC().Format(time.RFC3339))
+			if now.Sub(c.Since.Time) < bake {
+				baking = append(baking, fmt.Sprintf("%s (Ready at the revision for %s of %s, since %s)", c.Cluster, ready, bake, c.Since.UTC().Format(time.RFC3339)))
+			} else {
+				baked = append(baked, at)
 			}
 		default:
 			waiting = append(waiting, c.Cluster+" "+string(c.Phase)+": "+c.Reason)
@@ -166,11 +209,19 @@ func gate(w WaveProgress, bake time.Duration, now time.Time) string {
 	}
 	switch {
 	case len(failed) > w.MaxFailures:
-		return fmt.Sprintf("wave %s has %d Failed cluster(s), more than maxFailures %d: %s", w.Name, len(failed), w.MaxFailures, strings.Join(failed, "; "))
+		return "", ProgressFailed, fmt.Sprintf("wave %s has %d Failed cluster(s), more than maxFailures %d: %s", w.Name, len(failed), w.MaxFailures, strings.Join(failed, "; "))
 	case len(waiting) > 0:
-		return fmt.Sprintf("wave %s is not Ready: %s", w.Name, strings.Join(waiting, "; "))
+		return "", ProgressWaiting, fmt.Sprintf("wave %s is not Ready: %s", w.Name, strings.Join(waiting, "; "))
 	case len(baking) > 0:
-		return fmt.Sprintf("wave %s is baking: %s", w.Name, strings.Join(baking, "; "))
+		return "", ProgressBaking, fmt.Sprintf("wave %s is baking: %s", w.Name, strings.Join(baking, "; "))
 	}
-	return ""
+	passed = fmt.Sprintf("every cluster of wave %s Ready at the revision for at least %s (bake)", w.Name, bake)
+	if len(failed) > 0 {
+		passed = fmt.Sprintf("wave %s Ready at the revision for at least %s (bake) but for %d Failed (maxFailures %d): %s; Ready",
+			w.Name, bake, len(failed), w.MaxFailures, strings.Join(failed, "; "))
+	}
+	if len(baked) > 0 {
+		passed += ": " + strings.Join(baked, ", ")
+	}
+	return passed, "", ""
 }

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"slices"
+	"sort"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -38,13 +40,22 @@ type State struct {
 	// Paused stops `rollout advance` from releasing further waves; a new
 	// revision keeps it.
 	Paused bool `json:"paused,omitempty"`
-	// Aborted gives every cluster in Previous its unit from before this
-	// revision's rollout started, until the revision changes again.
+	// Aborted gives every cluster in Previous the unit AbortTarget names,
+	// until the revision changes again.
 	Aborted bool `json:"aborted,omitempty"`
 	// Previous maps each cluster whose unit this revision changes to the
 	// hash of the unit it had when the rollout started (kept under
-	// PreviousDir), which abort restores.
+	// PreviousDir).
 	Previous map[string]string `json:"previous,omitempty"`
+	// Earlier maps such a cluster to the units it had before that, kept
+	// from rollouts this one replaced before they completed, newest
+	// first: when the unit it had at the start was itself a failed
+	// revision, the last one Ready there is among them.
+	Earlier map[string][]string `json:"earlier,omitempty"`
+	// Restore is what `rollout abort` chose from Previous and Earlier by
+	// the clusters' status: each cluster's last unit Ready there. A
+	// cluster it does not name gets its Previous unit.
+	Restore map[string]string `json:"restore,omitempty"`
 	// Reason says why this state was written (shown by `rollout status`
 	// and in commit messages).
 	Reason string `json:"reason,omitempty"`
@@ -55,6 +66,35 @@ type State struct {
 func PreviousDir(app, hash string) string {
 	h := strings.TrimPrefix(hash, "sha256:")
 	return path.Join(Dir, app, "previous", h[:min(20, len(h))])
+}
+
+// AbortTarget is the unit hash an aborted rollout gives cluster ("" when
+// the rollout did not change its unit).
+func (s *State) AbortTarget(cluster string) string {
+	if h, ok := s.Restore[cluster]; ok {
+		return h
+	}
+	return s.Previous[cluster]
+}
+
+// Kept are the hashes of every unit the state keeps for abort, sorted.
+func (s *State) Kept() []string {
+	set := map[string]bool{}
+	for c, h := range s.Previous {
+		set[h] = true
+		for _, e := range s.Earlier[c] {
+			set[e] = true
+		}
+	}
+	for _, h := range s.Restore {
+		set[h] = true
+	}
+	out := make([]string, 0, len(set))
+	for h := range set {
+		out = append(out, h)
+	}
+	sort.Strings(out)
+	return out
 }
 
 // PreviousUnitFile is the slice entry of a kept unit, in its PreviousDir.
@@ -98,9 +138,33 @@ func Parse(data []byte) (*State, error) {
 	case s.Released < 0 || s.Waves < 0:
 		return nil, bad("released %d and waves %d must not be negative", s.Released, s.Waves)
 	}
-	for c, h := range s.Previous {
+	check := func(field, c, h string) error {
 		if len(validation.IsDNS1123Subdomain(c)) > 0 || !strings.HasPrefix(h, "sha256:") || strings.ContainsAny(h, "/.") {
-			return nil, bad("previous %s: %q is not a cluster and a sha256:<hex> hash", c, h)
+			return bad("%s %s: %q is not a cluster and a sha256:<hex> hash", field, c, h)
+		}
+		return nil
+	}
+	for c, h := range s.Previous {
+		if err := check("previous", c, h); err != nil {
+			return nil, err
+		}
+	}
+	for c, hs := range s.Earlier {
+		if _, ok := s.Previous[c]; !ok {
+			return nil, bad("earlier %s: the cluster is not in previous", c)
+		}
+		for _, h := range hs {
+			if err := check("earlier", c, h); err != nil {
+				return nil, err
+			}
+		}
+	}
+	for c, h := range s.Restore {
+		if err := check("restore", c, h); err != nil {
+			return nil, err
+		}
+		if h != s.Previous[c] && !slices.Contains(s.Earlier[c], h) {
+			return nil, bad("restore %s: %s is not a unit kept for the cluster", c, h)
 		}
 	}
 	return &s, nil

@@ -28,6 +28,11 @@
 // a meaningful change (heartbeats carry it); its appearance, in a cycle
 // that outlasts half a heartbeat interval, and its end are.
 //
+// A unit's readiness at its content (readyHash, readySince: Ready at this
+// hash without a break since then; readyHashes: the hashes it has been
+// Ready at) makes a document v1alpha4. Rollouts measure bake from
+// readySince and return aborted clusters to a hash in readyHashes.
+//
 // # Writing (agent)
 //
 //	w, err := status.NewWriter(status.WriterOptions{Cluster: "edge-1", URL: statusRepo, Auth: auth,

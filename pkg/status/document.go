@@ -33,7 +33,8 @@ var (
 // sorted by name (or type), times in RFC 3339 UTC. The same document always
 // encodes to the same bytes, so an unchanged status is an unchanged blob.
 // apiVersion is the oldest that carries the document (v1alpha1 without an
-// instanceID, v1alpha2 with one) and kind is set. doc is not modified.
+// instanceID, v1alpha2 with one, v1alpha3 with progress, v1alpha4 with a
+// unit's readiness fields) and kind is set. doc is not modified.
 func Encode(doc *ClusterStatus) ([]byte, error) {
 	if doc == nil {
 		return nil, fmt.Errorf("encode status: %w: nil document", ErrInvalidDocument)
@@ -74,8 +75,8 @@ func blockStyle(n *yaml.Node) {
 	}
 }
 
-// Decode parses status.yaml strictly: the apiVersion must be v1alpha1 or
-// v1alpha2 and the kind ClusterStatus (ErrUnsupportedVersion otherwise),
+// Decode parses status.yaml strictly: the apiVersion must be v1alpha1 to
+// v1alpha4 and the kind ClusterStatus (ErrUnsupportedVersion otherwise),
 // and every field must be known to that version (ErrInvalidDocument; e.g.
 // instanceID in a v1alpha1 document). It never panics on hostile input.
 func Decode(data []byte) (*ClusterStatus, error) {
@@ -95,9 +96,9 @@ func Decode(data []byte) (*ClusterStatus, error) {
 	if err := json.Unmarshal(raw, &header); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidDocument, err)
 	}
-	if (header.APIVersion != APIVersion && header.APIVersion != APIVersionV1Alpha2 && header.APIVersion != APIVersionV1Alpha3) || header.Kind != Kind {
-		return nil, fmt.Errorf("%w: %s %s (this build reads %s, %s or %s %s)", ErrUnsupportedVersion,
-			orNone(header.APIVersion), orNone(header.Kind), APIVersion, APIVersionV1Alpha2, APIVersionV1Alpha3, Kind)
+	if versionRank(header.APIVersion) == 0 || header.Kind != Kind {
+		return nil, fmt.Errorf("%w: %s %s (this build reads %s, %s, %s or %s %s)", ErrUnsupportedVersion,
+			orNone(header.APIVersion), orNone(header.Kind), APIVersion, APIVersionV1Alpha2, APIVersionV1Alpha3, APIVersionV1Alpha4, Kind)
 	}
 	var doc ClusterStatus
 	dec := json.NewDecoder(bytes.NewReader(raw))
@@ -111,13 +112,52 @@ func Decode(data []byte) (*ClusterStatus, error) {
 	if doc.Cluster == "" {
 		return nil, fmt.Errorf("%w: cluster is empty", ErrInvalidDocument)
 	}
-	if doc.InstanceID != "" && doc.APIVersion == APIVersion {
-		return nil, fmt.Errorf("%w: instanceID needs apiVersion %s", ErrInvalidDocument, APIVersionV1Alpha2)
-	}
-	if doc.Progress != nil && doc.APIVersion != APIVersionV1Alpha3 {
-		return nil, fmt.Errorf("%w: progress needs apiVersion %s", ErrInvalidDocument, APIVersionV1Alpha3)
+	if need := minVersion(&doc); versionRank(doc.APIVersion) < versionRank(need) {
+		return nil, fmt.Errorf("%w: %s needs apiVersion %s", ErrInvalidDocument, versionFeature(&doc), need)
 	}
 	return &doc, nil
+}
+
+// versions in order: each adds fields to the one before.
+var versions = []string{APIVersion, APIVersionV1Alpha2, APIVersionV1Alpha3, APIVersionV1Alpha4}
+
+// versionRank is v's place in versions, from 1; 0 for one this build does
+// not read.
+func versionRank(v string) int {
+	for i, known := range versions {
+		if v == known {
+			return i + 1
+		}
+	}
+	return 0
+}
+
+// minVersion is the oldest apiVersion that carries doc.
+func minVersion(doc *ClusterStatus) string {
+	v := APIVersion
+	if doc.InstanceID != "" {
+		v = APIVersionV1Alpha2
+	}
+	if doc.Progress != nil {
+		v = APIVersionV1Alpha3
+	}
+	for _, u := range doc.Units {
+		if u.HasReadiness() {
+			v = APIVersionV1Alpha4
+		}
+	}
+	return v
+}
+
+// versionFeature names the field that needs minVersion(doc).
+func versionFeature(doc *ClusterStatus) string {
+	switch minVersion(doc) {
+	case APIVersionV1Alpha4:
+		return "a unit's readyHash, readySince or readyHashes"
+	case APIVersionV1Alpha3:
+		return "progress"
+	}
+	return "instanceID"
 }
 
 func orNone(s string) string {
@@ -131,13 +171,7 @@ func orNone(s string) string {
 // in a canonical order.
 func normalized(doc *ClusterStatus) *ClusterStatus {
 	d := doc.DeepCopy()
-	d.APIVersion, d.Kind = APIVersion, Kind
-	if d.InstanceID != "" {
-		d.APIVersion = APIVersionV1Alpha2
-	}
-	if d.Progress != nil {
-		d.APIVersion = APIVersionV1Alpha3
-	}
+	d.APIVersion, d.Kind = minVersion(d), Kind
 	sortConditions(d.Conditions)
 	sort.SliceStable(d.Units, func(i, j int) bool { return d.Units[i].Name < d.Units[j].Name })
 	for i := range d.Units {
@@ -177,6 +211,11 @@ func (in *ClusterStatus) DeepCopy() *ClusterStatus {
 		out.Units = make([]UnitStatus, len(in.Units))
 		for i, u := range in.Units {
 			u.Conditions = copyConditions(u.Conditions)
+			if u.ReadySince != nil {
+				t := *u.ReadySince
+				u.ReadySince = &t
+			}
+			u.ReadyHashes = append([]string(nil), u.ReadyHashes...)
 			out.Units[i] = u
 		}
 	}

@@ -220,3 +220,32 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+// TestReadinessVersion: a unit's readiness fields make the document
+// v1alpha4; under an older apiVersion they are refused by name.
+func TestReadinessVersion(t *testing.T) {
+	doc := sampleDoc()
+	since := metav1.NewTime(t0)
+	doc.Units[0].ReadyHash, doc.Units[0].ReadySince, doc.Units[0].ReadyHashes = doc.Units[0].Hash, &since, []string{doc.Units[0].Hash, "sha256:old"}
+	doc.Progress = &Progress{Phase: PhaseUnits, Started: metav1.NewTime(t0)}
+	data, err := Encode(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(string(data), "apiVersion: "+APIVersionV1Alpha4+"\n") {
+		t.Fatalf("a document with readiness is not %s:\n%s", APIVersionV1Alpha4, data)
+	}
+	got, err := Decode(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !equality.Semantic.DeepEqual(got, normalized(doc)) {
+		t.Errorf("round trip changed the document\n got: %+v\nwant: %+v", got.Units, doc.Units)
+	}
+	for _, v := range []string{APIVersion, APIVersionV1Alpha3} {
+		old := strings.Replace(string(data), APIVersionV1Alpha4, v, 1)
+		if _, err := Decode([]byte(old)); !errors.Is(err, ErrInvalidDocument) || !strings.Contains(err.Error(), "readySince") {
+			t.Errorf("readiness under %s: %v, want ErrInvalidDocument naming it", v, err)
+		}
+	}
+}

@@ -18,6 +18,9 @@ const (
 	// APIVersionV1Alpha3 adds progress; a document carries it only while
 	// a long cycle runs, so most documents stay at an older version.
 	APIVersionV1Alpha3 = "flotilla.dev/v1alpha3"
+	// APIVersionV1Alpha4 adds the units' readyHash, readySince and
+	// readyHashes, which rollouts measure bake and choose abort targets by.
+	APIVersionV1Alpha4 = "flotilla.dev/v1alpha4"
 	Kind               = "ClusterStatus"
 	// FileName is the only file a status commit may change.
 	FileName = "status.yaml"
@@ -182,6 +185,29 @@ type UnitStatus struct {
 	// Suspended: the slice suspends the unit; its objects are left as
 	// they were at AppliedRevision (not applied, pruned or corrected).
 	Suspended bool `json:"suspended,omitempty"`
+	// ReadyHash and ReadySince: the unit has been Ready at content hash
+	// ReadyHash, without a break, since ReadySince. Set when the unit
+	// becomes Ready at Hash, cleared when it stops being Ready or its
+	// hash changes: a rollout's bake is measured from it, not from the
+	// Ready condition, whose transition time does not move when a Ready
+	// unit gets new content. v1alpha4.
+	ReadyHash  string       `json:"readyHash,omitempty"`
+	ReadySince *metav1.Time `json:"readySince,omitempty"`
+	// ReadyHashes are the content hashes the unit has been Ready at on
+	// this cluster, most recent first (Hash first once it has been
+	// Ready), at most MaxReadyHashes, since the agent started: rollout
+	// abort returns a cluster to the newest of them that is not the
+	// revision aborted. v1alpha4.
+	ReadyHashes []string `json:"readyHashes,omitempty"`
+}
+
+// MaxReadyHashes bounds UnitStatus.ReadyHashes.
+const MaxReadyHashes = 4
+
+// HasReadiness reports whether the unit carries the v1alpha4 readiness
+// fields, which an older agent does not write.
+func (u UnitStatus) HasReadiness() bool {
+	return u.ReadyHash != "" || u.ReadySince != nil || len(u.ReadyHashes) > 0
 }
 
 // JobStatus is a Volcano job's outcome on this cluster.

@@ -236,7 +236,7 @@ func TestRolloutWaves(t *testing.T) {
 	}
 
 	out := advanceWhenReady(t, repo, "web", "api")
-	if !strings.Contains(out, "web: rollout advance: wave early released: every cluster of wave canary Ready for 2s (bake)") ||
+	if !strings.Contains(out, "web: rollout advance: wave early released: every cluster of wave canary Ready at the revision for at least 2s (bake)") ||
 		!strings.Contains(out, "api: rollout advance: wave rest released") {
 		t.Fatalf("advance released the wrong waves:\n%s", out)
 	}

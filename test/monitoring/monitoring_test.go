@@ -18,6 +18,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/flotilla-gitops/flotilla/agent/metrics"
+	"github.com/flotilla-gitops/flotilla/pkg/dashboard"
+	"github.com/flotilla-gitops/flotilla/pkg/rollout"
 	"github.com/flotilla-gitops/flotilla/pkg/status"
 	"github.com/flotilla-gitops/flotilla/pkg/verify"
 )
@@ -112,9 +114,31 @@ func checkNames(t *testing.T, where string, names []string, known map[string]boo
 	t.Helper()
 	for _, n := range names {
 		if !known[n] {
-			t.Errorf("%s uses %s, which the agent does not export", where, n)
+			t.Errorf("%s uses %s, which is not exported", where, n)
 		}
 	}
+}
+
+// dashboardExported is every series name flotilla dashboard serves at
+// /metrics, with a rollout in every state so each vector has children.
+func dashboardExported(t *testing.T) map[string]bool {
+	t.Helper()
+	m := dashboard.NewMetrics()
+	var ps []*rollout.Progress
+	for _, s := range rollout.ProgressStates {
+		ps = append(ps, &rollout.Progress{Application: strings.ToLower(string(s)), Revision: "sha256:a", State: s,
+			Waves: []rollout.WaveProgress{{Name: "canary", Clusters: []rollout.ClusterProgress{{Cluster: "a", Phase: rollout.PhaseReady}}}}})
+	}
+	m.Set(ps, time.Now())
+	fams, err := m.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]bool{}
+	for _, f := range fams {
+		out[f.GetName()] = true
+	}
+	return out
 }
 
 // TestRulesParseAndUseExportedMetrics: the PrometheusRule's spec is a valid
@@ -122,7 +146,45 @@ func checkNames(t *testing.T, where string, names []string, known map[string]boo
 // annotation templates), holds the alerts the docs promise, and queries
 // only series the agent exports.
 func TestRulesParseAndUseExportedMetrics(t *testing.T) {
-	raw, err := os.ReadFile(filepath.Join(dir, "prometheusrule.yaml"))
+	alerts := checkRuleFile(t, "prometheusrule.yaml", exported(t))
+	want := []string{"FlotillaUnitNotReady", "FlotillaReconcileFailing", "FlotillaGitFetchFailing",
+		"FlotillaVerificationRefused", "FlotillaPruneHeld", "FlotillaNoLeader", "FlotillaAgentRestarting"}
+	for _, a := range want {
+		if !slices.Contains(alerts, a) {
+			t.Errorf("alert %s missing; have %v", a, alerts)
+		}
+	}
+}
+
+// TestRolloutRulesUseDashboardMetrics: the example rollout alerts are a
+// valid rules file and query only series flotilla dashboard serves, and
+// their state matchers name states a rollout has.
+func TestRolloutRulesUseDashboardMetrics(t *testing.T) {
+	alerts := checkRuleFile(t, "rollout-rules.yaml", dashboardExported(t))
+	for _, a := range []string{"FlotillaRolloutHeld", "FlotillaRolloutNotAdvancing", "FlotillaRolloutMetricsStale"} {
+		if !slices.Contains(alerts, a) {
+			t.Errorf("alert %s missing; have %v", a, alerts)
+		}
+	}
+	raw, err := os.ReadFile(filepath.Join(dir, "rollout-rules.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range regexp.MustCompile(`state=~?"([^"]+)"`).FindAllStringSubmatch(string(raw), -1) {
+		for _, s := range strings.Split(m[1], "|") {
+			if !slices.Contains(rollout.ProgressStates, rollout.ProgressState(s)) {
+				t.Errorf("rollout-rules.yaml matches state %q; a rollout's states are %v", s, rollout.ProgressStates)
+			}
+		}
+	}
+}
+
+// checkRuleFile parses a PrometheusRule of manifests/monitoring as
+// Prometheus would, checks every alert's expression against known and its
+// labels and annotations, and returns the alert names.
+func checkRuleFile(t *testing.T, name string, known map[string]bool) []string {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(dir, name))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,7 +212,6 @@ func TestRulesParseAndUseExportedMetrics(t *testing.T) {
 	if groups == nil {
 		t.FailNow()
 	}
-	known := exported(t)
 	var alerts []string
 	for _, g := range groups.Groups {
 		for _, r := range g.Rules {
@@ -161,13 +222,7 @@ func TestRulesParseAndUseExportedMetrics(t *testing.T) {
 			}
 		}
 	}
-	want := []string{"FlotillaUnitNotReady", "FlotillaReconcileFailing", "FlotillaGitFetchFailing",
-		"FlotillaVerificationRefused", "FlotillaPruneHeld", "FlotillaNoLeader", "FlotillaAgentRestarting"}
-	for _, a := range want {
-		if !slices.Contains(alerts, a) {
-			t.Errorf("alert %s missing; have %v", a, alerts)
-		}
-	}
+	return alerts
 }
 
 // panel is the part of a Grafana panel the test reads.
