@@ -191,8 +191,30 @@ func (a *Applier) runHooks(ctx context.Context, u UnitRequest, event string) err
 		ds[i] = d[0]
 	}
 	deadline := time.Now().Add(a.timeout(u.Timeout))
+	// As Helm: a hook-succeeded hook is deleted only once every hook of
+	// the event has run (a later hook may need an earlier one, such as a
+	// Job its ServiceAccount), newest first; when one fails, the ones
+	// before it that succeeded are deleted and the failed one by its
+	// hook-failed policy.
 	for i, h := range hooks {
-		if err := a.runHook(ctx, ds[i], h, event, deadline); err != nil {
+		failure, err := a.runHook(ctx, ds[i], h, event, deadline)
+		if err != nil {
+			return err
+		}
+		if failure != "" {
+			for j := i - 1; j >= 0; j-- {
+				if err := a.deleteHook(ctx, ds[j], hooks[j], event, HookSucceeded); err != nil {
+					return err
+				}
+			}
+			if err := a.deleteHook(ctx, ds[i], h, event, HookFailed); err != nil {
+				return err
+			}
+			return fmt.Errorf("%s hook %s failed: %s", event, ds[i].subject(), failure)
+		}
+	}
+	for i := len(hooks) - 1; i >= 0; i-- {
+		if err := a.deleteHook(ctx, ds[i], hooks[i], event, HookSucceeded); err != nil {
 			return err
 		}
 	}
@@ -200,33 +222,32 @@ func (a *Applier) runHooks(ctx context.Context, u UnitRequest, event string) err
 }
 
 // runHook creates one hook (deleting its previous run first under
-// before-hook-creation), waits for a Job or Pod to finish, and applies the
-// delete policy of the outcome.
-func (a *Applier) runHook(ctx context.Context, d *desired, h Hook, event string, deadline time.Time) error {
+// before-hook-creation) and waits for a Job or Pod to finish; failure is
+// the reason it failed.
+func (a *Applier) runHook(ctx context.Context, d *desired, h Hook, event string, deadline time.Time) (failure string, err error) {
 	name := fmt.Sprintf("%s hook %s", event, d.subject())
 	if slices.Contains(h.DeletePolicies, HookBeforeCreation) {
 		if err := a.recreate(ctx, d); err != nil {
-			return fmt.Errorf("%s: delete the previous run: %w", name, objectError("delete", ErrApply, d.obj, err))
+			return "", fmt.Errorf("%s: delete the previous run: %w", name, objectError("delete", ErrApply, d.obj, err))
 		}
 	}
 	if _, _, err := a.apply(ctx, d); err != nil {
-		return fmt.Errorf("%s: %w", name, err)
+		return "", fmt.Errorf("%s: %w", name, err)
 	}
-	failure, err := a.waitHook(ctx, d, deadline)
+	failure, err = a.waitHook(ctx, d, deadline)
 	if err != nil {
-		return fmt.Errorf("%s: %w", name, err)
+		return "", fmt.Errorf("%s: %w", name, err)
 	}
-	policy := HookSucceeded
-	if failure != "" {
-		policy = HookFailed
+	return failure, nil
+}
+
+// deleteHook deletes a hook that ran when its delete policies name policy.
+func (a *Applier) deleteHook(ctx context.Context, d *desired, h Hook, event, policy string) error {
+	if !slices.Contains(h.DeletePolicies, policy) {
+		return nil
 	}
-	if slices.Contains(h.DeletePolicies, policy) {
-		if err := a.recreate(ctx, d); err != nil {
-			return fmt.Errorf("%s: delete (%s): %w", name, policy, objectError("delete", ErrApply, d.obj, err))
-		}
-	}
-	if failure != "" {
-		return fmt.Errorf("%s failed: %s", name, failure)
+	if err := a.recreate(ctx, d); err != nil {
+		return fmt.Errorf("%s hook %s: delete (%s): %w", event, d.subject(), policy, objectError("delete", ErrApply, d.obj, err))
 	}
 	return nil
 }

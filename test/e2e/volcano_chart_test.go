@@ -53,12 +53,6 @@ func vendorVolcanoChart(t *testing.T, dst string) {
 // pods; every CRD is Established, the jobflow subchart's included; every
 // namespaced object is in volcano-system and every object exists.
 func TestVolcanoUpstreamChart(t *testing.T) {
-	// pkg/apply's runHook deletes a hook-succeeded hook as soon as it has
-	// run; Helm (action/hooks.go) deletes them only after every hook of the
-	// event. The chart's pre-install ServiceAccount (weight 0) is thus gone
-	// before its admission-init Job (weight 5) creates its pod, and the unit
-	// never becomes Ready. Remove this skip with that fix.
-	t.Skip("known defect: pkg/apply deletes hook-succeeded hooks before the later hooks of the event run")
 	c := testenv.StartCluster(t, testenv.ClusterOptions{
 		Mode: testenv.Full, Nodes: testenv.Nodes("kwok-node", 1, testenv.NodeSpec{}),
 	})
