@@ -86,13 +86,15 @@ type scopes struct {
 func newScopes(caps Capabilities, m resmap.ResMap) *scopes {
 	s := &scopes{cluster: caps.Namespaced, unit: map[schema.GroupKind]bool{}}
 	for _, r := range m.Resources() {
-		if r.GetKind() != "CustomResourceDefinition" || r.GetGvk().Group != "apiextensions.k8s.io" {
+		if r.GetKind() != "CustomResourceDefinition" {
 			continue
 		}
-		group, _ := r.GetString("spec.group")
-		kind, _ := r.GetString("spec.names.kind")
-		if scope, _ := r.GetString("spec.scope"); kind != "" && (scope == "Namespaced" || scope == "Cluster") {
-			s.unit[schema.GroupKind{Group: group, Kind: kind}] = scope == "Namespaced"
+		obj, err := r.Map()
+		if err != nil {
+			continue
+		}
+		if gk, namespaced, ok := CRDScope(&unstructured.Unstructured{Object: obj}); ok {
+			s.unit[gk] = namespaced
 		}
 	}
 	return s
