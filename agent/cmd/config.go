@@ -113,7 +113,7 @@ func (o *options) bindFlags(f *pflag.FlagSet) {
 	f.StringVar(&o.credentialsDir, "git-credentials-dir", "", "directory of a mounted Secret with the Git credentials (files username, password, bearerToken, identity, known_hosts, ca.crt)")
 	f.StringVar(&o.credentialsRoot, "git-credentials-root", defaultCredentialsRoot, "where --config's spec.secretRef.name is looked up: the credentials directory is <root>/<name>")
 	f.StringVar(&o.gitMaxFetchSize, "git-max-fetch-size", "512Mi", "largest pack one Git fetch may download, as a quantity (e.g. 512Mi); a larger fetch fails and the last good revision stays applied")
-	f.StringVar(&o.gitTransport, "git-transport", transportBranch, "what the agent fetches: branch (the whole tree of --branch) or slice (the ref refs/flotilla/slices/<cluster-name> that flotilla publish cuts from each commit of --branch after merge: only this cluster's slice and the sources it reads, checked against that commit, whose signature --verify-mode head verifies; strict needs branch)")
+	f.StringVar(&o.gitTransport, "git-transport", transportAuto, "what the agent fetches: slice (the ref refs/flotilla/slices/<cluster-name> that flotilla publish cuts from each commit of --branch after merge: only this cluster's slice and the sources it reads, checked against that commit, whose signature --verify-mode verifies), branch (the whole tree of --branch, whose size grows with the fleet), or auto (the slice ref when the remote has it, else the branch)")
 	f.StringVar(&o.gitProtocol, "git-protocol", "auto", "Git protocol over HTTP(S): auto (v2 when the server speaks it: a poll is one ls-refs of one ref, a few hundred bytes whatever the repository's refs), v2, or v0 (a poll downloads every ref's advertisement); SSH uses v0")
 	f.StringSliceVar(&o.sparseCheckout, "sparse-checkout", nil, "check out only these repo paths (comma separated; default: the whole tree); they must hold the cluster's slice and every source its units use")
 	f.StringVar(&o.cacheDir, "cache-dir", defaultCacheDir, "on-disk Git cache and checkouts; keep it on a volume so a restarted agent works offline")
@@ -320,9 +320,9 @@ func (o *options) finish(lookup func(string) (string, bool)) error {
 		bad("--timeout must be positive")
 	}
 	switch o.gitTransport {
-	case transportBranch, transportSlice:
+	case transportAuto, transportBranch, transportSlice:
 	default:
-		bad("--git-transport %q: want branch or slice", o.gitTransport)
+		bad("--git-transport %q: want auto, branch or slice", o.gitTransport)
 	}
 	if err := gitrepo.ValidProtocol(o.gitProtocol); err != nil {
 		bad("--git-protocol: %v", err)
@@ -373,9 +373,6 @@ func (o *options) finish(lookup func(string) (string, bool)) error {
 		bad("--take-over-field-managers: %v", err)
 	}
 	problems = append(problems, o.verifyProblems()...)
-	if o.gitTransport == transportSlice && strings.EqualFold(o.verifyOpts.mode, "strict") {
-		bad("--verify-mode strict checks every commit of --branch since the last accepted one; --git-transport slice fetches no history: use head, or --git-transport branch")
-	}
 	problems = append(problems, o.status.problems(o.clusterName, o.repoURL)...)
 	if len(problems) > 0 {
 		return fmt.Errorf("%w: %s", ErrConfig, strings.Join(problems, "; "))
@@ -415,15 +412,16 @@ func takeOverManagers(flags []string) ([]ssa.FieldManager, error) {
 
 // --git-transport values.
 const (
+	transportAuto   = "auto"
 	transportBranch = "branch"
 	transportSlice  = "slice"
 )
 
-// sliceRef is the ref the agent follows with --git-transport slice, "" for
-// the branch.
+// sliceRef is the ref the agent follows with --git-transport slice or
+// auto, "" for the branch.
 func (o *options) sliceRef() string {
-	if o.gitTransport == transportSlice {
-		return gitrepo.SliceRef(o.clusterName)
+	if o.gitTransport == transportBranch {
+		return ""
 	}
-	return ""
+	return gitrepo.SliceRef(o.clusterName)
 }

@@ -154,7 +154,6 @@ func TestConfigErrors(t *testing.T) {
 		{name: "lease timings", args: append(base, "--leader-elect", "--leader-election-renew-deadline", "20s"), want: "lease duration > renew deadline"},
 		{name: "bad git transport", args: append(base, "--git-transport", "carrier-pigeon"), want: "--git-transport"},
 		{name: "bad git protocol", args: append(base, "--git-protocol", "v3"), want: "--git-protocol"},
-		{name: "slice transport with strict verification", args: append(base, "--git-transport", "slice", "--verify-mode", "strict", "--verify-keys-dir", os.TempDir()), want: "--git-transport slice fetches no history"},
 		{name: "bad environment value", args: base, env: map[string]string{"FLOTILLA_WORKERS": "many"}, want: "FLOTILLA_WORKERS"},
 		{name: "tag ref", file: strings.Replace(gitRepository, "branch: production", "tag: v1.0.0", 1), want: "only branch is supported"},
 		{name: "wrong kind", file: strings.Replace(gitRepository, "kind: GitRepository", "kind: OCIRepository", 1), want: "apiVersion/kind"},

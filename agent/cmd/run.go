@@ -138,7 +138,7 @@ func run(ctx context.Context, o *options, stderr io.Writer) (err error) {
 	src := &gitrepo.Source{
 		URL: o.repoURL, Branch: o.branch, Auth: auth,
 		CacheDir: filepath.Join(o.cacheDir, "git"), Timeout: o.timeout, Paths: o.sparseCheckout,
-		MaxFetchSize: maxFetch, Ref: o.sliceRef(), Protocol: o.gitProtocol,
+		MaxFetchSize: maxFetch, Ref: o.sliceRef(), RefOptional: o.gitTransport == transportAuto, Protocol: o.gitProtocol,
 	}
 	// One HTTP client, REST mapper and discovery client for everything that
 	// reconciles: one connection pool, and each kind mapped once rather than

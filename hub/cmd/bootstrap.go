@@ -114,7 +114,7 @@ create the credentials Secret in the cluster and apply the manifests.`,
 	f.StringVar(&o.repoURL, "repo-url", "", "fleet repo URL as the agent reaches it, https:// or ssh:// (default: the origin remote of --repo)")
 	f.StringVar(&o.branch, "branch", bootstrap.DefaultBranch, "branch the agent follows")
 	f.DurationVar(&o.interval, "interval", 0, "agent reconcile interval (default: the manifests' 1m)")
-	f.StringVar(&o.gitTransport, "git-transport", "", "what the agent fetches: branch (the whole tree of --branch) or slice (its slice ref, which CI must publish after every merge: the template's flotilla-publish job) (default: the manifests' branch)")
+	f.StringVar(&o.gitTransport, "git-transport", "", "what the agent fetches: auto (its slice ref once CI publishes it, the template's flotilla-publish job, else the branch), slice (its slice ref only) or branch (the whole tree of --branch, which grows with the fleet) (default: the manifests' auto)")
 	f.StringVar(&o.namespace, "namespace", bootstrap.DefaultNamespace, "namespace of the agent")
 	f.StringVar(&o.credentialsSecret, "credentials-secret", bootstrap.DefaultCredentialsSecret, "Secret with the Git credentials, in --namespace")
 	f.StringVar(&o.image, "image", bootstrap.DefaultImage(), "agent image (name:tag or name@digest)")

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"path"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -16,6 +17,7 @@ import (
 type publishOptions struct {
 	repo    string
 	rev     string
+	branch  string
 	remote  string
 	authDir string
 	timeout time.Duration
@@ -43,10 +45,19 @@ alters a slice is refused by every agent.
 Run it in CI after every merge to main (the ref of an agent that follows
 slices moves only when publish runs). It is idempotent, and a slice commit
 is a child of the ref's previous one, so agents fetch only what changed.
-All refs go to --remote in one push.`,
+
+With --remote, publish starts from the remote's slice refs (fetching what
+the clone lacks), cuts from the remote's head of --branch only, and pushes
+every moved ref and deletes the refs of clusters that left clusters/ in
+one atomic push whose expected old values are what it listed: a run that
+lost a race with a newer merge pushes nothing ("superseded"), and one that
+raced another publish starts over, so no slice ever moves backwards.`,
 		Example: `  # In CI after a merge: cut slices of the checked-out main and push them
   flotilla publish --repo . --remote https://git.example.com/fleet.git \
     --git-credentials-dir /var/run/secrets/git
+
+  # The same, to the clone's remote "origin"
+  flotilla publish --remote origin --git-credentials-dir /var/run/secrets/git
 
   # Cut only, into the local repository (push later with git push)
   flotilla publish --repo ./fleet --rev main`,
@@ -58,7 +69,8 @@ All refs go to --remote in one push.`,
 	f := c.Flags()
 	f.StringVar(&o.repo, "repo", ".", "fleet repo directory (a clone; the slice refs are written into it)")
 	f.StringVar(&o.rev, "rev", "HEAD", "the commit of main to cut the slices from")
-	f.StringVar(&o.remote, "remote", "", "push the slice refs to this URL (default: cut only)")
+	f.StringVar(&o.branch, "branch", "main", "with --remote: the remote's branch whose head alone is published")
+	f.StringVar(&o.remote, "remote", "", "push the slice refs to this URL, or to the URL of this remote of --repo (default: cut only)")
 	f.StringVar(&o.authDir, "git-credentials-dir", "", "directory with Git credentials for --remote (files username, password, bearerToken, identity, known_hosts, ca.crt)")
 	f.DurationVar(&o.timeout, "timeout", 5*time.Minute, "bound on the push")
 	return c
@@ -73,13 +85,20 @@ func runPublish(ctx context.Context, out io.Writer, o *publishOptions) error {
 	if err != nil {
 		return err
 	}
-	cut, err := gitrepo.CutSlices(o.repo, hash, paths)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(out, "cut %d slices of %s\n", len(cut), hash)
 	if o.remote == "" {
+		cut, err := gitrepo.CutSlices(o.repo, hash, paths)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "cut %d slices of %s\n", len(cut), hash)
 		return nil
+	}
+	remote := o.remote
+	if !strings.Contains(remote, "://") && !strings.Contains(remote, ":") {
+		// A remote's name, as git push takes it.
+		if remote, err = gitrepo.RemoteURL(o.repo, o.remote); err != nil {
+			return fmt.Errorf("--remote %q: %w", o.remote, err)
+		}
 	}
 	var auth gitrepo.Auth
 	if o.authDir != "" {
@@ -87,10 +106,18 @@ func runPublish(ctx context.Context, out io.Writer, o *publishOptions) error {
 			return err
 		}
 	}
-	if err := gitrepo.PushSlices(ctx, o.repo, o.remote, auth, o.timeout); err != nil {
+	res, err := gitrepo.PublishSlices(ctx, gitrepo.PublishOptions{
+		RepoDir: o.repo, Remote: remote, Auth: auth, Timeout: o.timeout, Branch: o.branch, Rev: hash, Paths: paths,
+	})
+	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "pushed %d slice refs\n", len(cut))
+	if res.Superseded {
+		fmt.Fprintf(out, "superseded: %s is at %s, not %s; its own publish moves the slices, nothing pushed\n", o.branch, res.Head, hash)
+		return nil
+	}
+	fmt.Fprintf(out, "cut %d slices of %s, pushed %d slice refs, deleted %d (%s)\n",
+		len(res.Cut), hash, len(res.Moved), len(res.Deleted), strings.Join(res.Deleted, ", "))
 	return nil
 }
 

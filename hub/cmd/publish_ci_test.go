@@ -39,8 +39,11 @@ func TestTemplatePublishCI(t *testing.T) {
 	clusters := []string{"edge-1", "member1", "member2"}
 	srv := gitserver.Start(t, gitserver.ForgeConfig())
 	const token = "publish-token"
-	if err := srv.AddUser("oauth2", token, gitserver.Rule{User: "oauth2", Refs: []string{gitrepo.SliceRefPrefix + "*"}, Force: true}); err != nil {
-		t.Fatal(err)
+	// GitLab's project access token and GitHub's job token.
+	for _, user := range []string{"oauth2", "x-access-token"} {
+		if err := srv.AddUser(user, token, gitserver.Rule{User: user, Refs: []string{gitrepo.SliceRefPrefix + "*"}, Force: true}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	host, port, err := net.SplitHostPort(srv.Addr())
 	if err != nil {
@@ -53,7 +56,7 @@ func TestTemplatePublishCI(t *testing.T) {
 		script func(t *testing.T, doc map[string]any) string
 		env    func(repo string) []string
 	}{
-		{".github/workflows/flotilla-publish.yml", githubStep("publish", "Publish slices"), func(string) []string { return nil }},
+		{".github/workflows/flotilla-publish.yml", githubStep("publish", "Publish slices"), func(string) []string { return []string{"GIT_TOKEN=" + token} }},
 		{".gitlab/flotilla-publish.yml", gitlabScript("flotilla-publish"), func(repo string) []string {
 			return []string{"CI_SERVER_PROTOCOL=http", "CI_SERVER_HOST=" + host, "CI_SERVER_PORT=" + port,
 				"CI_PROJECT_PATH=" + repo, "CI_DEFAULT_BRANCH=main", "FLOTILLA_PUBLISH_TOKEN=" + token}
@@ -87,6 +90,9 @@ func TestTemplatePublishCI(t *testing.T) {
 			}
 
 			first := publish()
+			if len(first) != len(clusters) {
+				t.Fatalf("the first publish created slice refs %v, want one for each of %v", first, clusters)
+			}
 			head := srv.Head(repo, "main")
 			for _, c := range clusters {
 				if src := sliceSource(t, srv, repo, first[c]); src != head {
@@ -116,6 +122,16 @@ func TestTemplatePublishCI(t *testing.T) {
 
 			if third := publish(); !maps.Equal(third, second) {
 				t.Errorf("publishing with nothing merged moved slice refs: %v → %v", second, third)
+			}
+
+			// A cluster leaves the fleet: its slice ref is deleted.
+			srv.Commit(t, repo, gitserver.Maintainer, nil, []string{slice.ClusterDir("member2")}, "member2 leaves")
+			fourth := publish()
+			if _, ok := fourth["member2"]; ok {
+				t.Errorf("the slice ref of member2, which left, is still published: %v", fourth)
+			}
+			if fourth["member1"] == second["member1"] {
+				t.Errorf("member1's slice did not move to the new head: %v", fourth)
 			}
 		})
 	}
@@ -194,7 +210,7 @@ func gitIn(t *testing.T, gitDir string, args ...string) string {
 	return strings.TrimSpace(string(out))
 }
 
-// sliceRefs reads every cluster's slice ref on the server.
+// sliceRefs reads the slice refs of clusters on the server, those it has.
 func sliceRefs(t *testing.T, srv *gitserver.Server, repo string, clusters []string) map[string]string {
 	t.Helper()
 	refs, err := srv.Refs(repo)
@@ -203,11 +219,9 @@ func sliceRefs(t *testing.T, srv *gitserver.Server, repo string, clusters []stri
 	}
 	out := map[string]string{}
 	for _, c := range clusters {
-		h, ok := refs[gitrepo.SliceRef(c)]
-		if !ok {
-			t.Fatalf("the server has no %s (refs %v)", gitrepo.SliceRef(c), refs)
+		if h, ok := refs[gitrepo.SliceRef(c)]; ok {
+			out[c] = h
 		}
-		out[c] = h
 	}
 	return out
 }

@@ -47,8 +47,9 @@ const (
 	StatusRefAnnotation = "flotilla.dev/status-ref"
 	// BaseDir is where a kustomize-dir install keeps its copy of the base.
 	BaseDir = "base"
-	// GitTransportBranch and GitTransportSlice are the values of the
-	// agent's --git-transport.
+	// GitTransportAuto, GitTransportBranch and GitTransportSlice are the
+	// values of the agent's --git-transport.
+	GitTransportAuto   = "auto"
 	GitTransportBranch = "branch"
 	GitTransportSlice  = "slice"
 )
@@ -84,10 +85,11 @@ type InstallOptions struct {
 	Branch string
 	// Interval between reconciles; the base's (1m) when zero.
 	Interval time.Duration
-	// GitTransport is what the agent fetches: GitTransportBranch (the
-	// whole tree of Branch) or GitTransportSlice (the cluster's slice ref,
-	// which `flotilla publish` must then cut after every merge); the
-	// base's (branch) when empty.
+	// GitTransport is what the agent fetches: GitTransportAuto (the
+	// cluster's slice ref once `flotilla publish` has cut it, the branch
+	// until then), GitTransportSlice (the slice ref only) or
+	// GitTransportBranch (the whole tree of Branch); the base's (auto)
+	// when empty.
 	GitTransport string
 	// Namespace of the agent; DefaultNamespace when empty.
 	Namespace string
@@ -143,9 +145,9 @@ func (o InstallOptions) withDefaults() (InstallOptions, error) {
 		bad("interval must not be negative")
 	}
 	switch o.GitTransport {
-	case "", GitTransportBranch, GitTransportSlice:
+	case "", GitTransportAuto, GitTransportBranch, GitTransportSlice:
 	default:
-		bad("git transport %q: want %s or %s", o.GitTransport, GitTransportBranch, GitTransportSlice)
+		bad("git transport %q: want %s, %s or %s", o.GitTransport, GitTransportAuto, GitTransportBranch, GitTransportSlice)
 	}
 	if errs := validation.IsDNS1123Label(o.Namespace); len(errs) > 0 {
 		bad("namespace %q: %s", o.Namespace, strings.Join(errs, "; "))

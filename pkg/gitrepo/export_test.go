@@ -28,5 +28,12 @@ func PushSlicesExact(ctx context.Context, repoDir, remote string, auth Auth) err
 	if err != nil {
 		return err
 	}
-	return pushSlicesExact(ctx, repo.Storer, ep)
+	return pushSlicesExact(ctx, repo.Storer, ep, nil)
+}
+
+// SetBeforeSlicePush runs f between PublishSlices' cut and its push (a
+// race with another publish), until the test ends.
+func SetBeforeSlicePush(t interface{ Cleanup(func()) }, f func()) {
+	beforeSlicePush = f
+	t.Cleanup(func() { beforeSlicePush = nil })
 }

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 
+	git "github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/config"
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/object"
@@ -50,10 +51,6 @@ func (s *Source) CommitsBetween(ctx context.Context, from, to string) ([]Commit,
 	if fromH == toH {
 		return nil, nil
 	}
-	if s.Ref != "" {
-		// A slice carries its main commit, not main's history.
-		return nil, fmt.Errorf("commits %s..%s: %w: a slice ref holds no history of %s", from, to, ErrRevisionNotFound, s.branch())
-	}
 	var ep *endpoint
 	for _, depth := range []int{0, 16, 128, 1024, 16384, 1 << 30} {
 		if depth > 0 {
@@ -62,11 +59,7 @@ func (s *Source) CommitsBetween(ctx context.Context, from, to string) ([]Commit,
 					return nil, err
 				}
 			}
-			specs := []config.RefSpec{config.RefSpec("+" + s.branchRef().String() + ":" + s.branchRef().String())}
-			if err := fetchLimited(ctx, repo.Storer, ep, s.Timeout, specs, depth, maxFetchSize(s.MaxFetchSize)); err != nil {
-				if errors.Is(err, ErrTooLarge) {
-					removeTempPacks(s.repoDir())
-				}
+			if err := s.fetchHistory(ctx, repo, ep, depth); err != nil {
 				return nil, err
 			}
 		}
@@ -79,6 +72,41 @@ func (s *Source) CommitsBetween(ctx context.Context, from, to string) ([]Commit,
 		}
 	}
 	return nil, fmt.Errorf("%w: %s not found in the history of %s", ErrNotAncestor, from, to)
+}
+
+// fetchHistory deepens the cache's history of the branch to depth. A
+// slice holds one main commit, not main's history: its Source then fetches
+// main's commit objects alone (filter tree:0 over protocol v2), which cost
+// the same whatever the size of the fleet's tree; a server without v2 or
+// filters gets the branch's full history, as without slices.
+func (s *Source) fetchHistory(ctx context.Context, repo *git.Repository, ep *endpoint, depth int) error {
+	if s.onSlice() {
+		v2, err := s.protocolV2(ctx, ep)
+		if err != nil {
+			return err
+		}
+		if v2 != nil {
+			refs, err := v2.lsRefs(ctx, s.branchRef().String())
+			if err != nil {
+				return err
+			}
+			head, ok := refs[s.branchRef().String()]
+			if !ok {
+				return fmt.Errorf("ls-remote %s: %w: %s", ep.redacted, ErrRefNotFound, s.branchRef())
+			}
+			err = v2.fetchCommits(ctx, repo.Storer, head, depth, maxFetchSize(s.MaxFetchSize))
+			// A server that does not filter says so with an ERR line.
+			if err == nil || !(errors.Is(err, errNoV2) || errors.Is(err, ErrRefNotFound)) {
+				return err
+			}
+		}
+	}
+	specs := []config.RefSpec{config.RefSpec("+" + s.branchRef().String() + ":" + s.branchRef().String())}
+	err := fetchLimited(ctx, repo.Storer, ep, s.Timeout, specs, depth, maxFetchSize(s.MaxFetchSize))
+	if errors.Is(err, ErrTooLarge) {
+		removeTempPacks(s.repoDir())
+	}
+	return err
 }
 
 // rangeLocal computes from..to in st. complete is false when a shallow

@@ -266,7 +266,7 @@ func (c *v2Client) lsRefsArgs(ctx context.Context, args []string) (map[string]pl
 func (c *v2Client) fetch(ctx context.Context, st storage.Storer, want plumbing.Hash, haves []plumbing.Hash, depth int, maxSize int64) error {
 	opCtx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
-	if err := c.fetchPack(opCtx, st, want, haves, depth, maxSize); err != nil {
+	if err := c.fetchPack(opCtx, st, want, haves, depth, maxSize, ""); err != nil {
 		if errors.Is(err, ErrTooLarge) {
 			return fmt.Errorf("fetch %s: %w", c.ep.redacted, err)
 		}
@@ -275,13 +275,31 @@ func (c *v2Client) fetch(ctx context.Context, st storage.Storer, want plumbing.H
 	return nil
 }
 
-func (c *v2Client) fetchPack(ctx context.Context, st storage.Storer, want plumbing.Hash, haves []plumbing.Hash, depth int, maxSize int64) error {
+// fetchCommits downloads the commit objects alone (filter tree:0, no
+// trees or blobs) of want's history to depth: what strict verification
+// walks when the checkout comes from a slice.
+func (c *v2Client) fetchCommits(ctx context.Context, st storage.Storer, want plumbing.Hash, depth int, maxSize int64) error {
+	opCtx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	if err := c.fetchPack(opCtx, st, want, nil, depth, maxSize, "tree:0"); err != nil {
+		if errors.Is(err, ErrTooLarge) {
+			return fmt.Errorf("fetch %s: %w", c.ep.redacted, err)
+		}
+		return classifyV2(ctx, "fetch", c.ep.redacted, err)
+	}
+	return nil
+}
+
+func (c *v2Client) fetchPack(ctx context.Context, st storage.Storer, want plumbing.Hash, haves []plumbing.Hash, depth int, maxSize int64, filter string) error {
 	args := []string{"ofs-delta", "no-progress", "want " + want.String()}
 	for _, h := range haves {
 		args = append(args, "have "+h.String())
 	}
 	if depth > 0 {
 		args = append(args, "deepen "+strconv.Itoa(depth))
+	}
+	if filter != "" {
+		args = append(args, "filter "+filter)
 	}
 	args = append(args, "done")
 	body, err := c.command(ctx, "fetch", args)

@@ -34,7 +34,13 @@ var errNeedsWalk = errors.New("the remote's objects are not known")
 // every publish). It returns errNeedsWalk, having pushed nothing, when a
 // slice names a main commit the remote does not advertise or does not
 // follow the remote's value of its ref.
-func pushSlicesExact(ctx context.Context, st storage.Storer, ep *endpoint) error {
+//
+// With expected (the remote's slice refs the local ones were cut
+// against), a remote whose slice refs differ from it is errSlicesMoved,
+// the remote's slice refs the clone lacks are deleted, each command
+// carries its expected old value (the server refuses it when the ref has
+// moved since) and the push is atomic where the server can.
+func pushSlicesExact(ctx context.Context, st storage.Storer, ep *endpoint, expected map[plumbing.ReferenceName]plumbing.Hash) error {
 	tep, err := transport.NewEndpoint(ep.url)
 	if err != nil {
 		return err
@@ -68,8 +74,22 @@ func pushSlicesExact(ctx context.Context, st storage.Storer, ep *endpoint) error
 		return err
 	}
 	req := packp.NewReferenceUpdateRequestFromCapabilities(adv.Capabilities)
+	if expected != nil {
+		now := map[string]plumbing.Hash{}
+		for name, r := range remote {
+			if r.Type() == plumbing.HashReference {
+				now[name.String()] = r.Hash()
+			}
+		}
+		if !sameSliceRefs(now, expected) {
+			return errSlicesMoved
+		}
+		atomicIfSupported(adv.Capabilities, req.Capabilities)
+	}
 	w := newObjectsWalk(st)
+	kept := map[plumbing.ReferenceName]bool{}
 	for _, r := range local {
+		kept[r.Name()] = true
 		var old plumbing.Hash
 		if rr, ok := remote[r.Name()]; ok {
 			old = rr.Hash()
@@ -81,6 +101,18 @@ func pushSlicesExact(ctx context.Context, st storage.Storer, ep *endpoint) error
 			return fmt.Errorf("%s: %w", r.Name(), err)
 		}
 		req.Commands = append(req.Commands, &packp.Command{Name: r.Name(), Old: old, New: r.Hash()})
+	}
+	if expected != nil {
+		var gone []plumbing.ReferenceName
+		for name := range expected {
+			if !kept[name] {
+				gone = append(gone, name)
+			}
+		}
+		sort.Slice(gone, func(i, j int) bool { return gone[i] < gone[j] })
+		for _, name := range gone {
+			req.Commands = append(req.Commands, &packp.Command{Name: name, Old: expected[name], New: plumbing.ZeroHash})
+		}
 	}
 	if len(req.Commands) == 0 {
 		return nil
@@ -225,6 +257,17 @@ func entryOf(t *object.Tree, name string) *object.TreeEntry {
 // sendPack sends req with a pack of objects and checks the remote's
 // report.
 func sendPack(ctx context.Context, sess transport.ReceivePackSession, st storer.EncodedObjectStorer, req *packp.ReferenceUpdateRequest, objects []plumbing.Hash) error {
+	if len(objects) == 0 {
+		// Deletions alone: the protocol sends no pack then.
+		rs, err := sess.ReceivePack(ctx, req)
+		if err != nil {
+			return err
+		}
+		if rs != nil {
+			return rs.Error()
+		}
+		return nil
+	}
 	rd, wr := io.Pipe()
 	req.Packfile = rd
 	done := make(chan error, 1)

@@ -59,7 +59,8 @@ var ErrBadSlice = errors.New("slice commit does not match its main commit")
 // of the ref's previous commit, so agents fetch only what changed). paths
 // maps a cluster to the repo paths (files or directories, slash-separated)
 // its slice holds. The commits are deterministic: cutting the same rev
-// again gives the same hashes. It returns cluster → slice commit hash.
+// again gives the same hashes. The slice refs of clusters not in paths are
+// deleted. It returns cluster → slice commit hash.
 func CutSlices(repoDir, rev string, paths map[string][]string) (map[string]string, error) {
 	repo, err := git.PlainOpen(repoDir)
 	if err != nil {
@@ -173,6 +174,14 @@ func CutSlices(repoDir, rev string, paths map[string][]string) (map[string]strin
 			return nil, err
 		}
 	}
+	// A cluster that left the fleet has no slice any more.
+	for name := range prevs {
+		if _, ok := paths[strings.TrimPrefix(name.String(), SliceRefPrefix)]; !ok {
+			if err := repo.Storer.RemoveReference(name); err != nil {
+				return nil, err
+			}
+		}
+	}
 	return out, nil
 }
 
@@ -192,7 +201,7 @@ func PushSlices(ctx context.Context, repoDir, remote string, auth Auth, timeout 
 	}
 	opCtx, cancel := context.WithTimeout(ctx, timeoutOr(timeout))
 	defer cancel()
-	err = pushSlicesExact(opCtx, repo.Storer, ep)
+	err = pushSlicesExact(opCtx, repo.Storer, ep, nil)
 	if !errors.Is(err, errNeedsWalk) {
 		if err == nil {
 			return nil

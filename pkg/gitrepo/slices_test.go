@@ -136,8 +136,18 @@ func TestSliceSync(t *testing.T) {
 			if old, err := restarted.Checkout(ctx, next); err != nil || old.Dir != res3.Dir {
 				t.Fatalf("Checkout(%s) = %+v, %v", next, old, err)
 			}
-			if _, err := restarted.CommitsBetween(ctx, head, next); err == nil {
-				t.Fatal("CommitsBetween on a slice ref succeeded; strict verification needs main's history")
+			// Strict verification walks main's history, which a slice does
+			// not hold: the Source fetches main's commits, also into an
+			// empty cache (a restarted agent that lost its volume).
+			fresh := &gitrepo.Source{URL: srv.URL("fleet"), Auth: auth, CacheDir: t.TempDir(), Ref: gitrepo.SliceRef("member1"), Protocol: protocol}
+			if _, err := fresh.Sync(ctx); err != nil {
+				t.Fatal(err)
+			}
+			for name, s := range map[string]*gitrepo.Source{"restarted": restarted, "empty cache": fresh} {
+				between, err := s.CommitsBetween(ctx, head, next)
+				if err != nil || len(between) != 1 || between[0].Hash != next || between[0].Message != "member1 gets a cache\n" {
+					t.Fatalf("%s: CommitsBetween(%s, %s) = %+v, %v, want the merge alone", name, head, next, between, err)
+				}
 			}
 		})
 	}
@@ -285,4 +295,142 @@ func TestPushSlicesExact(t *testing.T) {
 		t.Fatalf("a slice whose parent the server's ref is not: %v, want ErrNeedsWalk", err)
 	}
 	publish(false)
+}
+
+// TestSliceRefOptional: the default transport follows the branch until
+// the cluster's slice is published, then the slice, at the same revision
+// without a new checkout of different content, and keeps to the slice
+// after a restart.
+func TestSliceRefOptional(t *testing.T) {
+	srv, auth := fleet(t, sliceFleet)
+	ctx := context.Background()
+	head := srv.Head("fleet", "main")
+	src := &gitrepo.Source{URL: srv.URL("fleet"), Auth: auth, CacheDir: t.TempDir(), Ref: gitrepo.SliceRef("member1"), RefOptional: true}
+
+	res, err := src.Sync(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Hash != head || src.Following() != "refs/heads/main" {
+		t.Fatalf("before publishing: sync = %+v following %s, want main's head on the branch", res, src.Following())
+	}
+	if got := readDir(t, res.Dir); got["charts/other/Chart.yaml"] == "" {
+		t.Fatalf("branch checkout = %v, want the whole tree", got)
+	}
+
+	cutAndPublish(t, srv)
+	res, err = src.Sync(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Hash != head || res.Changed || src.Following() != gitrepo.SliceRef("member1") {
+		t.Fatalf("after publishing: sync = %+v following %s, want the same revision from the slice", res, src.Following())
+	}
+	if got := readDir(t, res.Dir); got["rendered/member1/slice.yaml"] != sliceFleet["rendered/member1/slice.yaml"] {
+		t.Fatalf("slice checkout = %v", got)
+	}
+
+	next := srv.Commit(t, "fleet", gitserver.Maintainer, map[string]string{"rendered/member1/slice.yaml": "units: [web, cache]\n"}, nil, "member1 gets a cache")
+	// Not published yet: the agent stays on the slice, at the last
+	// published revision, rather than going back to the branch.
+	if res, err = src.Sync(ctx); err != nil || res.Hash != head {
+		t.Fatalf("sync before the publish of %s = %+v, %v, want %s", next, res, err, head)
+	}
+	cutAndPublish(t, srv)
+	restarted := &gitrepo.Source{URL: srv.URL("fleet"), Auth: auth, CacheDir: src.CacheDir, Ref: gitrepo.SliceRef("member1"), RefOptional: true}
+	if last, ok := restarted.LastGood(); !ok || last.Hash != head {
+		t.Fatalf("LastGood after restart = %+v, %v", last, ok)
+	}
+	if res, err = restarted.Sync(ctx); err != nil || res.Hash != next || !res.Changed || restarted.Following() != gitrepo.SliceRef("member1") {
+		t.Fatalf("sync after restart = %+v, %v following %s, want %s from the slice", res, err, restarted.Following(), next)
+	}
+}
+
+// sliceSources is each remote slice ref's main commit (its source), by
+// cluster.
+func sliceSources(t *testing.T, srv *gitserver.Server) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	bare := srv.RepoPath("fleet")
+	refs := run(t, "", "git", "--git-dir="+bare, "for-each-ref", "--format=%(refname)", gitrepo.SliceRefPrefix)
+	for _, ref := range strings.Fields(refs) {
+		msg := run(t, "", "git", "--git-dir="+bare, "log", "-1", "--format=%B", ref)
+		_, src, _ := strings.Cut(msg, gitrepo.SliceSourceTrailer+": ")
+		out[strings.TrimPrefix(ref, gitrepo.SliceRefPrefix)] = strings.TrimSpace(src)
+	}
+	return out
+}
+
+// TestPublishSlices: publishing is one job that cleans up and never moves
+// a slice backwards, against the real Git server: it creates the refs,
+// deletes the ref of a cluster that left, pushes nothing for a commit that
+// is no longer main's head, and a run that races a newer merge's publish
+// between its cut and its push leaves the newer slices in place.
+func TestPublishSlices(t *testing.T) {
+	srv, _ := fleet(t, sliceFleet)
+	ctx := context.Background()
+	both := map[string][]string{"member1": member1Paths, "member2": {"rendered/member2", "apps/db"}}
+	publish := func(t *testing.T, rev string, paths map[string][]string) gitrepo.Published {
+		t.Helper()
+		clone := filepath.Join(t.TempDir(), "clone")
+		run(t, "", "git", "clone", "-q", "--bare", srv.UserURL("fleet", gitserver.Maintainer), clone)
+		res, err := gitrepo.PublishSlices(ctx, gitrepo.PublishOptions{
+			RepoDir: clone, Remote: srv.URL("fleet"), Auth: userAuth(srv, gitserver.Maintainer), Rev: rev, Paths: paths,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+
+	first := srv.Head("fleet", "main")
+	res := publish(t, first, both)
+	if res.Superseded || len(res.Moved) != 2 || len(res.Deleted) != 0 {
+		t.Fatalf("first publish = %+v, want both refs created", res)
+	}
+	if got := sliceSources(t, srv); got["member1"] != first || got["member2"] != first || len(got) != 2 {
+		t.Fatalf("slice sources = %v, want both at %s", got, first)
+	}
+
+	// member2 leaves the fleet.
+	second := srv.Commit(t, "fleet", gitserver.Maintainer, map[string]string{"rendered/member1/web/kust.yaml": "resources: [a]\n"}, []string{"rendered/member2/slice.yaml"}, "member2 leaves")
+	res = publish(t, second, map[string][]string{"member1": member1Paths})
+	if res.Superseded || len(res.Deleted) != 1 || res.Deleted[0] != "member2" {
+		t.Fatalf("publish after member2 left = %+v, want its ref deleted", res)
+	}
+	if got := sliceSources(t, srv); got["member1"] != second || len(got) != 1 {
+		t.Fatalf("slice sources = %v, want member1 alone at %s", got, second)
+	}
+
+	// A late run of an older merge pushes nothing.
+	res = publish(t, first, both)
+	if !res.Superseded || res.Head != second {
+		t.Fatalf("publish of the older %s = %+v, want superseded by %s", first, res, second)
+	}
+	if got := sliceSources(t, srv); got["member1"] != second || len(got) != 1 {
+		t.Fatalf("slice sources after a late publish = %v, want member1 alone at %s", got, second)
+	}
+
+	// A run whose cut is overtaken, before its push, by a merge and that
+	// merge's publish: the push is refused (its expected old values are
+	// stale), the run starts over, finds itself superseded and leaves the
+	// newer slices.
+	var third string
+	gitrepo.SetBeforeSlicePush(t, func() {
+		if third != "" {
+			return
+		}
+		third = srv.Commit(t, "fleet", gitserver.Maintainer, map[string]string{"rendered/member1/web/kust.yaml": "resources: [b]\n"}, nil, "a newer merge")
+		gitrepo.SetBeforeSlicePush(t, nil)
+		if r := publish(t, third, map[string][]string{"member1": member1Paths}); r.Superseded || len(r.Moved) != 1 {
+			t.Errorf("the newer merge's publish = %+v", r)
+		}
+	})
+	res = publish(t, second, map[string][]string{"member1": member1Paths})
+	if !res.Superseded || res.Head != third {
+		t.Fatalf("the overtaken publish = %+v, want superseded by %s", res, third)
+	}
+	if got := sliceSources(t, srv); got["member1"] != third || len(got) != 1 {
+		t.Fatalf("slice sources after the race = %v, want member1 at the newer %s", got, third)
+	}
 }

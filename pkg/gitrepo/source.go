@@ -58,13 +58,21 @@ type Source struct {
 	// of the branch: its commits hold only the cluster's paths and are
 	// checked against the main commit they name (see slices.go), which is
 	// then the Result's Hash and what Commit returns for verification.
-	// CommitsBetween (strict verification) needs the branch.
+	// CommitsBetween (strict verification) then fetches main's commit
+	// objects alone.
 	Ref string
+	// RefOptional follows Ref when the remote has it and the branch while
+	// it has not (a fleet that does not publish slices, or not yet): the
+	// default, right whether or not the fleet's CI publishes.
+	RefOptional bool
 
 	mu     sync.Mutex
 	loaded bool
 	last   *Result
 	tip    string // the fetched ref's commit of last: Hash, or its slice commit
+	// onBranch: with RefOptional, the last poll found no Ref and follows
+	// the branch.
+	onBranch bool
 	// v2 is the protocol v2 client once the server was found to speak it;
 	// v2Probed says the probe was made (v2 stays nil after a "no").
 	v2       *v2Client
@@ -113,10 +121,29 @@ func (s *Source) branchRef() plumbing.ReferenceName {
 
 // fetchRef is the ref polled and fetched: Ref, else the branch.
 func (s *Source) fetchRef() plumbing.ReferenceName {
-	if s.Ref != "" {
+	if s.onSlice() {
 		return plumbing.ReferenceName(s.Ref)
 	}
 	return s.branchRef()
+}
+
+// onSlice: the Source follows a slice ref now.
+func (s *Source) onSlice() bool { return s.Ref != "" && !s.onBranch }
+
+// followed is the Ref recorded in the state: "" on the branch.
+func (s *Source) followed() string {
+	if s.onSlice() {
+		return s.Ref
+	}
+	return ""
+}
+
+// Following names the ref the last Sync followed (for logs and status):
+// the slice ref, or refs/heads/<branch>.
+func (s *Source) Following() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.fetchRef().String()
 }
 
 func (s *Source) repoDir() string      { return filepath.Join(s.CacheDir, "repo") }
@@ -190,9 +217,13 @@ func (s *Source) headOf(ctx context.Context, ep *endpoint) (plumbing.Hash, *v2Cl
 	if err != nil {
 		return plumbing.ZeroHash, nil, err
 	}
+	names := []string{s.fetchRef().String()}
+	if s.RefOptional && s.Ref != "" {
+		names = []string{s.Ref, s.branchRef().String()}
+	}
 	var refs map[string]plumbing.Hash
 	if c != nil {
-		refs, err = c.lsRefs(ctx, s.fetchRef().String())
+		refs, err = c.lsRefs(ctx, names...)
 		if errors.Is(err, errNoV2) && s.Protocol != ProtocolV2 {
 			s.v2, s.v2Probed, c = nil, false, nil
 		}
@@ -202,6 +233,10 @@ func (s *Source) headOf(ctx context.Context, ep *endpoint) (plumbing.Hash, *v2Cl
 	}
 	if err != nil {
 		return plumbing.ZeroHash, nil, err
+	}
+	if s.RefOptional && s.Ref != "" {
+		_, published := refs[s.Ref]
+		s.onBranch = !published
 	}
 	remote, ok := refs[s.fetchRef().String()]
 	if !ok {
@@ -236,9 +271,11 @@ func (s *Source) load() {
 	}
 	s.loaded = true
 	st, err := s.readState()
-	if err != nil || st.URL != redactURL(s.URL) || st.Branch != s.branch() || st.Ref != s.Ref || strings.Join(st.Paths, "\x00") != strings.Join(s.Paths, "\x00") {
+	refOK := st.Ref == s.Ref || (s.RefOptional && st.Ref == "")
+	if err != nil || st.URL != redactURL(s.URL) || st.Branch != s.branch() || !refOK || strings.Join(st.Paths, "\x00") != strings.Join(s.Paths, "\x00") {
 		return
 	}
+	s.onBranch = s.Ref != "" && st.Ref == ""
 	key := s.checkoutKey(st.Hash)
 	dir := filepath.Join(s.checkoutsDir(), key)
 	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
@@ -385,7 +422,7 @@ func (s *Source) fetchAndCheckout(ctx context.Context, ep *endpoint, v2 *v2Clien
 		return Result{}, fmt.Errorf("cache: %w", err)
 	}
 	commit := tip // the commit Result names: the branch head, or the main commit a slice was cut from
-	if s.Ref != "" {
+	if s.onSlice() {
 		if commit, err = verifySlice(repo.Storer, tip); err != nil {
 			return Result{}, err
 		}
@@ -419,7 +456,7 @@ func (s *Source) fetchAndCheckout(ctx context.Context, ep *endpoint, v2 *v2Clien
 		digests[recent[0]] = digest
 	}
 	if err := s.writeState(sourceState{
-		URL: redactURL(s.URL), Branch: s.branch(), Paths: s.Paths, Ref: s.Ref, Tip: tip.Hash.String(),
+		URL: redactURL(s.URL), Branch: s.branch(), Paths: s.Paths, Ref: s.followed(), Tip: tip.Hash.String(),
 		Hash: hash, CommitTime: commit.Committer.When, Recent: recent, Digests: digests,
 	}); err != nil {
 		return Result{}, err
@@ -480,7 +517,7 @@ func (s *Source) checkout(ctx context.Context, repo *git.Repository, hash plumbi
 	if err != nil {
 		return "", "", fmt.Errorf("cache: tree of %s: %w", commit.Hash, err)
 	}
-	if s.Ref != "" {
+	if s.onSlice() {
 		pruned := &object.Tree{Hash: tree.Hash}
 		for _, e := range tree.Entries {
 			if e.Name != SliceProofDir {
@@ -550,7 +587,7 @@ func (s *Source) Checkout(ctx context.Context, hash string) (Result, error) {
 	if want.String() != hash {
 		return Result{}, fmt.Errorf("checkout %q: %w: not a commit hash", hash, ErrRevisionNotFound)
 	}
-	if s.Ref != "" {
+	if s.onSlice() {
 		return s.sliceCheckout(hash)
 	}
 	commit, err := repo.CommitObject(want)
