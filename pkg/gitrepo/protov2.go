@@ -264,24 +264,22 @@ func (c *v2Client) lsRefsArgs(ctx context.Context, args []string) (map[string]pl
 // makes the fetch shallow. The pack streams into st through limitFetch;
 // shallow boundaries the server reports are recorded in st.
 func (c *v2Client) fetch(ctx context.Context, st storage.Storer, want plumbing.Hash, haves []plumbing.Hash, depth int, maxSize int64) error {
-	opCtx, cancel := context.WithTimeout(ctx, c.timeout)
-	defer cancel()
-	if err := c.fetchPack(opCtx, st, want, haves, depth, maxSize, ""); err != nil {
-		if errors.Is(err, ErrTooLarge) {
-			return fmt.Errorf("fetch %s: %w", c.ep.redacted, err)
-		}
-		return classifyV2(ctx, "fetch", c.ep.redacted, err)
-	}
-	return nil
+	return c.fetchBounded(ctx, st, want, haves, depth, maxSize, "")
 }
 
 // fetchCommits downloads the commit objects alone (filter tree:0, no
 // trees or blobs) of want's history to depth: what strict verification
 // walks when the checkout comes from a slice.
 func (c *v2Client) fetchCommits(ctx context.Context, st storage.Storer, want plumbing.Hash, depth int, maxSize int64) error {
+	return c.fetchBounded(ctx, st, want, nil, depth, maxSize, "tree:0")
+}
+
+// fetchBounded is fetchPack within the client's timeout, its errors
+// classified.
+func (c *v2Client) fetchBounded(ctx context.Context, st storage.Storer, want plumbing.Hash, haves []plumbing.Hash, depth int, maxSize int64, filter string) error {
 	opCtx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
-	if err := c.fetchPack(opCtx, st, want, nil, depth, maxSize, "tree:0"); err != nil {
+	if err := c.fetchPack(opCtx, st, want, haves, depth, maxSize, filter); err != nil {
 		if errors.Is(err, ErrTooLarge) {
 			return fmt.Errorf("fetch %s: %w", c.ep.redacted, err)
 		}

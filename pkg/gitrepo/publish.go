@@ -17,6 +17,7 @@ import (
 	"github.com/go-git/go-git/v5/config"
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/protocol/packp/capability"
+	"github.com/go-git/go-git/v5/plumbing/storer"
 )
 
 // PublishOptions says what PublishSlices publishes where.
@@ -188,45 +189,56 @@ func pushSlicesExpecting(ctx context.Context, repo *git.Repository, ep *endpoint
 	if err != nil {
 		return nil, nil, err
 	}
-	local, lerr := localSliceRefs(repo.Storer)
-	if lerr != nil {
-		return nil, nil, lerr
+	changed, gone, err := sliceChanges(repo.Storer, expected)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, r := range changed {
+		moved = append(moved, strings.TrimPrefix(r.Name().String(), SliceRefPrefix))
+	}
+	for _, name := range gone {
+		deleted = append(deleted, strings.TrimPrefix(name.String(), SliceRefPrefix))
+	}
+	return moved, deleted, nil
+}
+
+// sliceChanges compares the clone's slice refs with expected (the
+// remote's): the refs whose value differs, and the names the clone no
+// longer has, both sorted.
+func sliceChanges(st storer.ReferenceStorer, expected map[plumbing.ReferenceName]plumbing.Hash) (changed []*plumbing.Reference, gone []plumbing.ReferenceName, err error) {
+	local, err := localSliceRefs(st)
+	if err != nil {
+		return nil, nil, err
 	}
 	have := map[plumbing.ReferenceName]bool{}
 	for _, r := range local {
 		have[r.Name()] = true
 		if expected[r.Name()] != r.Hash() {
-			moved = append(moved, strings.TrimPrefix(r.Name().String(), SliceRefPrefix))
+			changed = append(changed, r)
 		}
 	}
 	for name := range expected {
 		if !have[name] {
-			deleted = append(deleted, strings.TrimPrefix(name.String(), SliceRefPrefix))
+			gone = append(gone, name)
 		}
 	}
-	sort.Strings(deleted)
-	return moved, deleted, nil
+	sort.Slice(gone, func(i, j int) bool { return gone[i] < gone[j] })
+	return changed, gone, nil
 }
 
 // pushSlicesWalk is the go-git push of the moved and deleted slice refs,
 // fast-forward only.
 func pushSlicesWalk(ctx context.Context, repo *git.Repository, ep *endpoint, expected map[plumbing.ReferenceName]plumbing.Hash) error {
-	local, err := localSliceRefs(repo.Storer)
+	changed, gone, err := sliceChanges(repo.Storer, expected)
 	if err != nil {
 		return err
 	}
 	var specs []config.RefSpec
-	have := map[plumbing.ReferenceName]bool{}
-	for _, r := range local {
-		have[r.Name()] = true
-		if expected[r.Name()] != r.Hash() {
-			specs = append(specs, config.RefSpec(r.Name().String()+":"+r.Name().String()))
-		}
+	for _, r := range changed {
+		specs = append(specs, config.RefSpec(r.Name().String()+":"+r.Name().String()))
 	}
-	for name := range expected {
-		if !have[name] {
-			specs = append(specs, config.RefSpec(":"+name.String()))
-		}
+	for _, name := range gone {
+		specs = append(specs, config.RefSpec(":"+name.String()))
 	}
 	if len(specs) == 0 {
 		return nil
@@ -257,15 +269,14 @@ func sameSliceRefs(refs map[string]plumbing.Hash, want map[plumbing.ReferenceNam
 // sameAsLocal: the remote's slice refs are the clone's (the push landed
 // although its report was lost).
 func sameAsLocal(repo *git.Repository, refs map[string]plumbing.Hash) bool {
-	local, err := localSliceRefs(repo.Storer)
-	if err != nil {
-		return false
+	now := map[plumbing.ReferenceName]plumbing.Hash{}
+	for name, h := range refs {
+		if strings.HasPrefix(name, SliceRefPrefix) {
+			now[plumbing.ReferenceName(name)] = h
+		}
 	}
-	want := map[plumbing.ReferenceName]plumbing.Hash{}
-	for _, r := range local {
-		want[r.Name()] = r.Hash()
-	}
-	return sameSliceRefs(refs, want)
+	changed, gone, err := sliceChanges(repo.Storer, now)
+	return err == nil && len(changed) == 0 && len(gone) == 0
 }
 
 // atomicIfSupported asks for an all-or-nothing push when the server

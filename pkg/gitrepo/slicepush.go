@@ -87,9 +87,7 @@ func pushSlicesExact(ctx context.Context, st storage.Storer, ep *endpoint, expec
 		atomicIfSupported(adv.Capabilities, req.Capabilities)
 	}
 	w := newObjectsWalk(st)
-	kept := map[plumbing.ReferenceName]bool{}
 	for _, r := range local {
-		kept[r.Name()] = true
 		var old plumbing.Hash
 		if rr, ok := remote[r.Name()]; ok {
 			old = rr.Hash()
@@ -103,13 +101,10 @@ func pushSlicesExact(ctx context.Context, st storage.Storer, ep *endpoint, expec
 		req.Commands = append(req.Commands, &packp.Command{Name: r.Name(), Old: old, New: r.Hash()})
 	}
 	if expected != nil {
-		var gone []plumbing.ReferenceName
-		for name := range expected {
-			if !kept[name] {
-				gone = append(gone, name)
-			}
+		_, gone, err := sliceChanges(st, expected)
+		if err != nil {
+			return err
 		}
-		sort.Slice(gone, func(i, j int) bool { return gone[i] < gone[j] })
 		for _, name := range gone {
 			req.Commands = append(req.Commands, &packp.Command{Name: name, Old: expected[name], New: plumbing.ZeroHash})
 		}
