@@ -150,6 +150,9 @@ func peerFluxBinaries() (peerBinaries, error) {
 // peerSide is what one system did at one size.
 type peerSide struct {
 	flags []string
+	// heartbeat: the side commits an unchanged status through Git every
+	// --heartbeat-interval (flotilla-agent; Flux has no heartbeat).
+	heartbeat bool
 	// applied is how many units were applied at the head commit when the
 	// cold phase ended (all of them unless Flux hit the timeout).
 	applied int
@@ -383,7 +386,7 @@ func benchPeerAgent(b *testing.B, n int, url string, change peerChange) peerSide
 		"--git-credentials-dir", creds, "--cache-dir", b.TempDir(), "--namespace", peerAgentNS,
 		"--metrics-addr", "127.0.0.1:0", "--health-addr", "0", "--log-format", "json",
 	}, flags...)
-	side := peerSide{flags: []string{"flotilla-agent " + strings.Join(append(flags, strings.Fields(os.Getenv("FLOTILLA_BENCH_AGENT_ARGS"))...), " ") +
+	side := peerSide{heartbeat: true, flags: []string{"flotilla-agent " + strings.Join(append(flags, strings.Fields(os.Getenv("FLOTILLA_BENCH_AGENT_ARGS"))...), " ") +
 		" (defaults otherwise: --workers 8 --kube-api-qps 100 --kube-api-burst 300; status committed to the fleet repo's refs/heads/flotilla/status/" + agentBenchCluster + ", --heartbeat-interval 10m)"}}
 
 	meter := newPeerMeter(ctx, b, c, change)
@@ -477,7 +480,19 @@ func (s *peerSide) finish(m *peerMeter) {
 	s.idleCPU, s.idleAPI, s.idleGit = m.read()
 	s.steady = m.procs.bytes("VmRSS")
 	s.peak = m.procs.stop()
-	m.b.Logf("%s idle %s: CPU %s; API %+v; Git %+v; RSS %d MiB, peak %d MiB", s.flags[0][:strings.IndexByte(s.flags[0], ' ')], peerIdle, s.idleCPU, s.idleAPI, s.idleGit, s.steady>>20, s.peak>>20)
+	m.b.Log(s.idleLogLine())
+	if peerPolls(s.idleGit) == 0 {
+		// Both sides poll every second: none counted means a kind of poll
+		// the counting misses, and the per-poll figures would be empty.
+		m.b.Errorf("no Git poll counted in the idle minute: %+v", s.idleGit)
+	}
+}
+
+// idleLogLine is the raw log's line for the idle minute. Its Git figures
+// come from the function the table's idle rows use, so the raw log and the
+// table cannot disagree; peerRunsFromLog reads the line back.
+func (s peerSide) idleLogLine() string {
+	return fmt.Sprintf("%s idle %s: CPU %s; API %+v; %s; RSS %d MiB, peak %d MiB", s.flags[0][:strings.IndexByte(s.flags[0], ' ')], peerIdle, s.idleCPU, s.idleAPI, peerIdleGitLog(s), s.steady>>20, s.peak>>20)
 }
 
 func peerNamespaces() []string {
