@@ -269,15 +269,7 @@ type dueView struct {
 }
 
 func writeDue(w io.Writer, views []dueView, within time.Duration, due bool, format string) error {
-	switch format {
-	case fleetstatus.FormatJSON:
-		return writeJSON(w, views)
-	case fleetstatus.FormatYAML:
-		data, err := yaml.Marshal(views)
-		if err != nil {
-			return err
-		}
-		_, err = w.Write(data)
+	if done, err := writeMachine(w, views, format); done {
 		return err
 	}
 	head := "nothing due within " + within.String()
@@ -515,19 +507,28 @@ func writeStates(ctx context.Context, root string, repo *fleet.Repo, states map[
 	return err
 }
 
+// writeMachine writes v as JSON or YAML when format is one of them, and
+// says whether it did.
+func writeMachine(w io.Writer, v any, format string) (bool, error) {
+	switch format {
+	case fleetstatus.FormatJSON:
+		return true, writeJSON(w, v)
+	case fleetstatus.FormatYAML:
+		data, err := yaml.Marshal(v)
+		if err != nil {
+			return true, err
+		}
+		_, err = w.Write(data)
+		return true, err
+	}
+	return false, nil
+}
+
 func writeProgress(w io.Writer, ps []*rollout.Progress, format string) error {
 	if ps == nil {
 		ps = []*rollout.Progress{}
 	}
-	switch format {
-	case fleetstatus.FormatJSON:
-		return writeJSON(w, ps)
-	case fleetstatus.FormatYAML:
-		data, err := yaml.Marshal(ps)
-		if err != nil {
-			return err
-		}
-		_, err = w.Write(data)
+	if done, err := writeMachine(w, ps, format); done {
 		return err
 	}
 	if len(ps) == 0 {
