@@ -14,6 +14,7 @@ import (
 
 	"github.com/flotilla-gitops/flotilla/pkg/gitrepo"
 	"github.com/flotilla-gitops/flotilla/pkg/slice"
+	"github.com/flotilla-gitops/flotilla/test/cijob"
 	"github.com/flotilla-gitops/flotilla/test/gitserver"
 )
 
@@ -156,18 +157,11 @@ func cliOnPath(t *testing.T) string {
 func githubStep(job, step string) func(*testing.T, map[string]any) string {
 	return func(t *testing.T, doc map[string]any) string {
 		t.Helper()
-		jobs, _ := doc["jobs"].(map[string]any)
-		j, _ := jobs[job].(map[string]any)
-		steps, _ := j["steps"].([]any)
-		for _, s := range steps {
-			if m, _ := s.(map[string]any); m["name"] == step {
-				if run, ok := m["run"].(string); ok {
-					return run
-				}
-			}
+		run, err := cijob.GitHubStep(doc, job, step)
+		if err != nil {
+			t.Fatal(err)
 		}
-		t.Fatalf("no step %q with a run script in job %q", step, job)
-		return ""
+		return run
 	}
 }
 
@@ -175,20 +169,11 @@ func githubStep(job, step string) func(*testing.T, map[string]any) string {
 func gitlabScript(job string) func(*testing.T, map[string]any) string {
 	return func(t *testing.T, doc map[string]any) string {
 		t.Helper()
-		j, _ := doc[job].(map[string]any)
-		lines, _ := j["script"].([]any)
-		var sb strings.Builder
-		for _, l := range lines {
-			s, ok := l.(string)
-			if !ok {
-				t.Fatalf("job %q: script line %v is not a string", job, l)
-			}
-			sb.WriteString(s + "\n")
+		script, err := cijob.GitLabScript(doc, job)
+		if err != nil {
+			t.Fatal(err)
 		}
-		if sb.Len() == 0 {
-			t.Fatalf("no job %q with a script", job)
-		}
-		return sb.String()
+		return script
 	}
 }
 

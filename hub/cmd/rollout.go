@@ -61,7 +61,7 @@ and push what they write (the template's scheduled CI job does).`,
 		Args: cobra.NoArgs,
 	}
 	o.bind(c)
-	c.AddCommand(newRolloutStatusCommand(o), newRolloutAdvanceCommand(o),
+	c.AddCommand(newRolloutStatusCommand(o), newRolloutAdvanceCommand(o), newRolloutDueCommand(o),
 		newRolloutStateCommand(o, "pause", "Stop rollout advance from releasing further waves of APP", func(s *rollout.State) { s.Paused = true }),
 		newRolloutStateCommand(o, "resume", "Let rollout advance release the waves of APP again", func(s *rollout.State) { s.Paused = false }),
 		newRolloutAbortCommand(o))
@@ -204,6 +204,93 @@ printed), 2 error.`,
 	}
 	c.Flags().StringVar(&o.messageFile, "message-file", "", "also write the commit message to this file")
 	return c
+}
+
+func newRolloutDueCommand(o *rolloutOptions) *cobra.Command {
+	var within time.Duration
+	c := &cobra.Command{
+		Use:   "due",
+		Short: "Say whether rollout advance may release a wave within a time (exit 0) or not (exit 1)",
+		Long: `due tells a CI job that follows the status refs whether to keep following
+them. It reads the status refs as advance does and exits 0 when a rollout may
+release its next wave within --within: now, as soon as a cluster of the last
+released wave reports Ready at the revision (nobody knows when), or when its
+bake ends if that is within --within. It exits 1 when none may: every rollout
+is complete, paused, aborted or held by Failed clusters (each waits for a
+person), or bakes past --within (a later scheduled run releases it). Each
+rollout's state is printed (-o json or yaml: application, state, due,
+reason, bakedAt).
+
+Exit codes: 0 due, 1 not due, 2 error.`,
+		Example: `  # In the template's rollout job, between two advances
+  flotilla rollout due --within 1200s || exit 0`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			progress, _, err := readProgress(c.Context(), o, nil)
+			if err != nil {
+				return err
+			}
+			now := o.now()
+			views := []dueView{}
+			var due bool
+			for _, p := range progress {
+				v := dueView{Application: p.Application, State: p.State, Due: p.DueWithin(now, within), Reason: p.Blocked}
+				if p.State == rollout.ProgressReleasable {
+					v.Reason = "rollout advance releases wave " + p.Waves[p.Released].Name
+				}
+				if p.State == rollout.ProgressBaking {
+					at := p.BakedAt().UTC()
+					v.BakedAt = &at
+				}
+				due = due || v.Due
+				views = append(views, v)
+			}
+			if err := writeDue(c.OutOrStdout(), views, within, due, o.output); err != nil {
+				return err
+			}
+			if !due {
+				return exitError{code: ExitChanges}
+			}
+			return nil
+		},
+	}
+	c.Flags().DurationVar(&within, "within", 0, "how far ahead a bake may end and still count as due")
+	return c
+}
+
+// dueView is one rollout as rollout due judges it.
+type dueView struct {
+	Application string                `json:"application"`
+	State       rollout.ProgressState `json:"state"`
+	Due         bool                  `json:"due"`
+	Reason      string                `json:"reason,omitempty"`
+	// BakedAt: when a Baking wave's bake ends.
+	BakedAt *time.Time `json:"bakedAt,omitempty"`
+}
+
+func writeDue(w io.Writer, views []dueView, within time.Duration, due bool, format string) error {
+	if done, err := writeMachine(w, views, format); done {
+		return err
+	}
+	head := "nothing due within " + within.String()
+	if due {
+		head = "due within " + within.String()
+	}
+	fmt.Fprintln(w, head)
+	for _, v := range views {
+		mark := "not due"
+		if v.Due {
+			mark = "due"
+		}
+		reason := v.Reason
+		if v.BakedAt != nil {
+			reason += "; baked at " + v.BakedAt.Format(time.RFC3339)
+		}
+		if _, err := fmt.Fprintf(w, "  %s: %s, %s: %s\n", v.Application, mark, v.State, reason); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // newRolloutStateCommand changes APP's rollout state with change and
@@ -420,19 +507,28 @@ func writeStates(ctx context.Context, root string, repo *fleet.Repo, states map[
 	return err
 }
 
+// writeMachine writes v as JSON or YAML when format is one of them, and
+// says whether it did.
+func writeMachine(w io.Writer, v any, format string) (bool, error) {
+	switch format {
+	case fleetstatus.FormatJSON:
+		return true, writeJSON(w, v)
+	case fleetstatus.FormatYAML:
+		data, err := yaml.Marshal(v)
+		if err != nil {
+			return true, err
+		}
+		_, err = w.Write(data)
+		return true, err
+	}
+	return false, nil
+}
+
 func writeProgress(w io.Writer, ps []*rollout.Progress, format string) error {
 	if ps == nil {
 		ps = []*rollout.Progress{}
 	}
-	switch format {
-	case fleetstatus.FormatJSON:
-		return writeJSON(w, ps)
-	case fleetstatus.FormatYAML:
-		data, err := yaml.Marshal(ps)
-		if err != nil {
-			return err
-		}
-		_, err = w.Write(data)
+	if done, err := writeMachine(w, ps, format); done {
 		return err
 	}
 	if len(ps) == 0 {

@@ -3,16 +3,18 @@ package cmd
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/yaml"
 
 	"github.com/flotilla-gitops/flotilla/pkg/compile"
 	"github.com/flotilla-gitops/flotilla/pkg/fleetstatus"
@@ -20,6 +22,7 @@ import (
 	"github.com/flotilla-gitops/flotilla/pkg/rollout"
 	"github.com/flotilla-gitops/flotilla/pkg/slice"
 	"github.com/flotilla-gitops/flotilla/pkg/status"
+	"github.com/flotilla-gitops/flotilla/test/cijob"
 	"github.com/flotilla-gitops/flotilla/test/gitserver"
 )
 
@@ -321,40 +324,265 @@ func TestRolloutCommands(t *testing.T) {
 	}
 }
 
-// TestTemplateRolloutCI runs the flotilla commands of the template's
-// scheduled rollout jobs, as written there, in a clone of a fleet repo with
-// a rollout nobody reported on: advance exits 1 (nothing to do, which the
-// scripts do not treat as a failure) and says why.
+// TestRolloutDueCommand: due exits 0 while a rollout may release a wave
+// within --within (waiting on a report, or a bake that ends in time) and
+// 1 when none may (a bake that ends later, a paused rollout).
+func TestRolloutDueCommand(t *testing.T) {
+	dir := rolloutWorkTree(t, "10m")
+	srv := gitserver.Start(t, gitserver.ForgeConfig(rolloutClusters...))
+	pub := publisher{t, srv, srv.MustCreateRepo(t, "status", dir)}
+	flags := []string{"--repo", dir, "--status-repo", srv.RepoPath("status")}
+	steps := []struct {
+		name   string
+		before func()
+		within string
+		code   int
+		out    string
+	}{
+		{"no report yet", nil, "0s", ExitOK, "web: due, Waiting: wave canary is not Ready: a1 Pending"},
+		{"bake ends after the window", func() { pub.publish("a1", readyUnit(unitHash(t, dir, "a1"), time.Now().Add(-time.Minute))) }, "5m", ExitChanges,
+			"web: not due, Baking: wave canary is baking: a1 (Ready at the revision for 1m"},
+		{"bake ends inside the window", nil, "10m", ExitOK, "web: due, Baking"},
+		{"paused", func() {
+			if _, stderr, code := runCLI(t, append([]string{"rollout", "pause", "web"}, flags...)...); code != ExitOK {
+				t.Fatalf("pause: %s", stderr)
+			}
+		}, "1h", ExitChanges, "nothing due within 1h0m0s\n  web: not due, Paused"},
+	}
+	for _, st := range steps {
+		if st.before != nil {
+			st.before()
+		}
+		stdout, stderr, code := runCLI(t, append([]string{"rollout", "due", "--within", st.within}, flags...)...)
+		if code != st.code || !strings.Contains(stdout, st.out) {
+			t.Errorf("%s: exit %d, want %d with %q\n%s%s", st.name, code, st.code, st.out, stdout, stderr)
+		}
+	}
+	stdout, _, code := runCLI(t, append([]string{"rollout", "due", "-o", "json"}, flags...)...)
+	if code != ExitChanges || !strings.Contains(stdout, `"application": "web"`) || !strings.Contains(stdout, `"state": "Paused"`) || !strings.Contains(stdout, `"due": false`) {
+		t.Errorf("due -o json: exit %d\n%s", code, stdout)
+	}
+}
+
+// TestTemplateRolloutCI runs the template's rollout jobs — the GitHub
+// workflow's Advance step and the GitLab job's script — as written there,
+// in a fresh clone against the real Git smart-HTTP server, while status
+// documents are pushed as agents push them. Started by the merge (a push),
+// the job follows the status refs: it releases each wave (bake 0) a moment
+// after the wave before reports Ready, one advance commit per wave by the
+// job's identity, a status push with nothing to release commits nothing,
+// and it ends by itself once the rollout is complete. A scheduled run with
+// nothing to release then ends at once. The triggers: a push to main that
+// changes rendered/rollouts/ (not the job's own pushes), the schedule kept
+// as the fallback, one run at a time.
 func TestTemplateRolloutCI(t *testing.T) {
-	dir := rolloutWorkTree(t, "1m")
-	planGit(t, dir, "init", "-q", "-b", "main")
-	planGit(t, dir, "add", "-A")
-	planGit(t, dir, "commit", "-q", "-m", "fleet")
-	for _, file := range []string{".github/workflows/flotilla-rollout.yml", ".gitlab/flotilla-rollout.yml"} {
-		t.Run(file, func(t *testing.T) {
-			data, err := os.ReadFile(filepath.Join(templateDir, file))
+	cli := cliOnPath(t)
+	// gh, as the GitHub job calls it: each call is logged.
+	gh := filepath.Join(cli, "gh")
+	if err := os.WriteFile(gh, []byte("#!/bin/sh\necho \"$*\" >> \"$GH_LOG\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	srv := gitserver.Start(t, gitserver.ForgeConfig(rolloutClusters...))
+	const token = "rollout-token"
+	if err := srv.AddUser("oauth2", token, gitserver.Rule{User: "oauth2", Refs: []string{"refs/heads/main"}}); err != nil {
+		t.Fatal(err)
+	}
+	host, port, err := net.SplitHostPort(srv.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	cases := []struct {
+		file   string
+		script func(t *testing.T, doc map[string]any) string
+		vars   func(doc map[string]any) []string
+		event  func(event string) []string
+		author string
+	}{
+		{".github/workflows/flotilla-rollout.yml", githubStep("advance", "Advance"), cijob.GitHubEnv,
+			func(event string) []string { return []string{"EVENT=" + event, "GITHUB_RUN_ID=1"} }, "flotilla-rollout[bot]"},
+		{".gitlab/flotilla-rollout.yml", gitlabScript("flotilla-rollout"), func(doc map[string]any) []string { return cijob.GitLabVariables(doc, "flotilla-rollout") },
+			func(event string) []string { return []string{"CI_PIPELINE_SOURCE=" + event, "CI_PIPELINE_ID=1"} }, "flotilla-rollout"},
+	}
+	for i, tc := range cases {
+		t.Run(tc.file, func(t *testing.T) {
+			doc, err := cijob.Load(filepath.Join(templateDir, tc.file))
 			if err != nil {
 				t.Fatal(err)
 			}
-			var doc any
-			if err := yaml.Unmarshal(data, &doc); err != nil {
-				t.Fatalf("%s: %v", file, err)
+			checkRolloutTriggers(t, tc.file, doc)
+			script := tc.script(t, doc)
+			for _, want := range []string{"flotilla rollout advance --message-file rollout-message.txt", "flotilla rollout due --within"} {
+				if !strings.Contains(script, want) {
+					t.Fatalf("%s does not run %q", tc.file, want)
+				}
 			}
-			lines := ciCommandLines(doc)
-			if len(lines) != 1 || !strings.HasPrefix(lines[0], "flotilla rollout advance") {
-				t.Fatalf("%s runs %q, want flotilla rollout advance", file, lines)
+
+			dir := rolloutWorkTree(t, "0s")
+			repo := "fleet-" + string(rune('a'+i))
+			url := srv.MustCreateRepo(t, repo, dir)
+			pub := publisher{t, srv, url}
+			ghLog := filepath.Join(t.TempDir(), "gh.log")
+			env := append(os.Environ(), "PATH="+cli+string(os.PathListSeparator)+os.Getenv("PATH"), asCLIEnv+"=1", "GH_LOG="+ghLog,
+				"HOME="+t.TempDir(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1", "GIT_TERMINAL_PROMPT=0")
+			env = append(env, tc.vars(doc)...)
+			env = append(env, "FLOTILLA_ROLLOUT_FOLLOW=120", "FLOTILLA_ROLLOUT_POLL=1", "CI_SERVER_PROTOCOL=http", "CI_SERVER_HOST="+host,
+				"CI_SERVER_PORT="+port, "CI_PROJECT_PATH="+repo, "CI_DEFAULT_BRANCH=main", "FLOTILLA_ROLLOUT_TOKEN="+token)
+			job := func(event string) (string, time.Duration, error) {
+				t.Helper()
+				clone := filepath.Join(t.TempDir(), "clone")
+				runIn(t, "", env, "git", "clone", "-q", "--branch", "main", srv.UserURL(repo, gitserver.Maintainer), clone)
+				start := time.Now()
+				out, err := cijob.Run(context.Background(), clone, script, append(env, tc.event(event)...))
+				return out, time.Since(start), err
 			}
-			args := ciArgs(t, lines[0], nil)
-			t.Chdir(dir)
-			stdout, stderr, code := runCLI(t, args[1:]...)
-			if code != ExitChanges || !strings.Contains(stdout, "web: wave canary is not Ready: a1 Pending") {
-				t.Fatalf("%s: exit %d\n%s%s", lines[0], code, stdout, stderr)
+			// main as the server has it.
+			watch := filepath.Join(t.TempDir(), "watch")
+			runIn(t, "", env, "git", "clone", "-q", "--branch", "main", srv.UserURL(repo, gitserver.Maintainer), watch)
+			waitReleased := func(n int) {
+				t.Helper()
+				deadline := time.Now().Add(60 * time.Second)
+				for {
+					runIn(t, watch, env, "git", "pull", "-q", "--ff-only")
+					if readState(t, watch).Released == n {
+						return
+					}
+					if time.Now().After(deadline) {
+						t.Fatalf("main's rollout of web is not at %d released waves: %+v", n, readState(t, watch))
+					}
+					time.Sleep(200 * time.Millisecond)
+				}
+			}
+
+			type result struct {
+				out  string
+				took time.Duration
+				err  error
+			}
+			done := make(chan result, 1)
+			go func() {
+				out, took, err := job("push")
+				done <- result{out, took, err}
+			}()
+			// A held cluster's heartbeat: a round that releases nothing.
+			pub.publish("d4", readyUnit(unitHash(t, dir, "d4"), time.Now().Add(-time.Hour)))
+			pub.publish("a1", readyUnit(unitHash(t, dir, "a1"), time.Now()))
+			waitReleased(2)
+			for _, c := range []string{"b2", "c3"} {
+				pub.publish(c, readyUnit(unitHash(t, watch, c), time.Now()))
+			}
+			waitReleased(3)
+			released := time.Now()
+			var r result
+			select {
+			case r = <-done:
+			case <-time.After(60 * time.Second):
+				t.Fatal("the job still follows the status refs of a complete rollout")
+			}
+			if r.err != nil {
+				t.Fatalf("job: %v\n%s", r.err, r.out)
+			}
+			t.Logf("job ran %s, ended %s after the last release", r.took.Round(time.Millisecond), time.Since(released).Round(time.Millisecond))
+			for _, want := range []string{"web: rollout advance: wave wave-2 released", "web: rollout advance: wave rest released", "nothing due within"} {
+				if !strings.Contains(r.out, want) {
+					t.Errorf("the job's log lacks %q:\n%s", want, r.out)
+				}
+			}
+			runIn(t, watch, env, "git", "pull", "-q", "--ff-only")
+			authors := gitIn(t, filepath.Join(watch, ".git"), "log", "--format=%an <%ae>|%s", "HEAD~2..HEAD")
+			lines := strings.Split(authors, "\n")
+			if len(lines) != 2 || gitIn(t, filepath.Join(watch, ".git"), "rev-list", "--count", "HEAD") != "3" {
+				t.Fatalf("main after the rollout, want the merge and two advance commits:\n%s", gitIn(t, filepath.Join(watch, ".git"), "log", "--format=%an|%s"))
+			}
+			for _, l := range lines {
+				if !strings.HasPrefix(l, tc.author+" <") || !strings.HasSuffix(l, "|flotilla rollout advance") {
+					t.Errorf("advance commit %q, want one by %s", l, tc.author)
+				}
+			}
+			if job, ok := doc["flotilla-rollout"].(map[string]any); ok {
+				// GitLab: the rule that keeps the job's own pushes from
+				// starting it matches its commits ($CI_COMMIT_AUTHOR).
+				rules, _ := job["rules"].([]any)
+				first, _ := rules[0].(map[string]any)
+				m := regexp.MustCompile(`=~ /(.*)/`).FindStringSubmatch(fmt.Sprint(first["if"]))
+				if author, _, _ := strings.Cut(lines[0], "|"); m == nil || !regexp.MustCompile(m[1]).MatchString(author) {
+					t.Errorf("the rule %v does not match the job's commits by %s", first["if"], author)
+				}
+			}
+			if strings.HasPrefix(tc.file, ".github/") {
+				calls, _ := os.ReadFile(ghLog)
+				if strings.Count(string(calls), "workflow run flotilla-publish.yml --ref main\n") != 2 {
+					t.Errorf("the job started the slice publisher %q, want after each of its 2 pushes", calls)
+				}
+			}
+
+			// The schedule, with nothing to release: one look, no commit.
+			out, took, err := job("schedule")
+			if err != nil || !strings.Contains(out, "web: complete") || took > 20*time.Second {
+				t.Errorf("scheduled run with nothing to do: %v after %s\n%s", err, took, out)
+			}
+			runIn(t, watch, env, "git", "pull", "-q", "--ff-only")
+			if n := gitIn(t, filepath.Join(watch, ".git"), "rev-list", "--count", "HEAD"); n != "3" {
+				t.Errorf("the scheduled run committed: %s commits on main", n)
 			}
 		})
 	}
 	gl, err := os.ReadFile(filepath.Join(templateDir, ".gitlab-ci.yml"))
 	if err != nil || !strings.Contains(string(gl), "local: .gitlab/flotilla-rollout.yml") {
 		t.Errorf(".gitlab-ci.yml does not include the rollout job: %v", err)
+	}
+}
+
+// checkRolloutTriggers: the rollout job starts on a push to main that
+// changes rendered/rollouts/ (a merge that starts a rollout, an abort, a
+// merged advance pull request) but not on its own pushes, keeps the
+// schedule as the fallback, and runs one at a time, never cancelled.
+func checkRolloutTriggers(t *testing.T, file string, doc map[string]any) {
+	t.Helper()
+	if strings.HasPrefix(file, ".github/") {
+		on, _ := doc["on"].(map[string]any)
+		push, _ := on["push"].(map[string]any)
+		if fmt.Sprint(push["branches"]) != "[main]" || fmt.Sprint(push["paths"]) != "[rendered/rollouts/**]" {
+			t.Errorf("%s: on.push %v, want main, paths rendered/rollouts/**", file, push)
+		}
+		if _, ok := on["schedule"]; !ok {
+			t.Errorf("%s: no schedule", file)
+		}
+		conc, _ := doc["concurrency"].(map[string]any)
+		if conc["group"] == nil || conc["cancel-in-progress"] != false {
+			t.Errorf("%s: concurrency %v, want a group that is not cancelled in progress", file, conc)
+		}
+		perms, _ := doc["permissions"].(map[string]any)
+		if perms["contents"] != "write" || perms["actions"] != "write" {
+			t.Errorf("%s: permissions %v, want contents and actions write", file, perms)
+		}
+		return
+	}
+	job, _ := doc["flotilla-rollout"].(map[string]any)
+	if job["resource_group"] == nil {
+		t.Errorf("%s: no resource_group", file)
+	}
+	var rules []string
+	rs, _ := job["rules"].([]any)
+	for _, r := range rs {
+		m, _ := r.(map[string]any)
+		rule := fmt.Sprint(m["if"])
+		if m["changes"] != nil {
+			rule += " changes " + fmt.Sprint(m["changes"])
+		}
+		if m["when"] != nil {
+			rule += " when " + fmt.Sprint(m["when"])
+		}
+		rules = append(rules, rule)
+	}
+	want := []string{
+		`$CI_PIPELINE_SOURCE == "push" && $CI_COMMIT_AUTHOR =~ /^flotilla-rollout </ when never`,
+		`$CI_PIPELINE_SOURCE == "push" && $CI_COMMIT_BRANCH == $CI_DEFAULT_BRANCH changes [rendered/rollouts/**/*]`,
+		`$CI_PIPELINE_SOURCE == "schedule" && $CI_COMMIT_BRANCH == $CI_DEFAULT_BRANCH`,
+		`$CI_PIPELINE_SOURCE == "web" && $CI_COMMIT_BRANCH == $CI_DEFAULT_BRANCH`,
+	}
+	if !slices.Equal(rules, want) {
+		t.Errorf("%s: rules\n%s\nwant (the job's own pushes skipped first)\n%s", file, strings.Join(rules, "\n"), strings.Join(want, "\n"))
 	}
 }
 

@@ -181,6 +181,40 @@ func Evaluate(st *State, waves []fleet.ResolvedWave, bake time.Duration, observe
 	return p
 }
 
+// DueWithin says whether rollout advance may release p's next wave within
+// d of now, which tells a CI job that follows the status refs whether to
+// keep following them: at once (Releasable), as soon as a cluster of the
+// last released wave reports Ready at the revision (Waiting: nobody knows
+// when), or when its bake ends (Baking) if that is within d. Failed,
+// Paused, Aborted and Complete rollouts wait for a person (a fix, a
+// resume, a merge) and are never due.
+func (p *Progress) DueWithin(now time.Time, d time.Duration) bool {
+	switch p.State {
+	case ProgressReleasable, ProgressWaiting:
+		return true
+	case ProgressBaking:
+		return !p.BakedAt().After(now.Add(d))
+	}
+	return false
+}
+
+// BakedAt is when every Ready cluster of the last released wave has been
+// Ready at the revision for bake (the zero time when none is Ready).
+func (p *Progress) BakedAt() time.Time {
+	var at time.Time
+	if p.Released < 1 || p.Released > len(p.Waves) {
+		return at
+	}
+	for _, c := range p.Waves[p.Released-1].Clusters {
+		if c.Phase == PhaseReady && c.Since != nil {
+			if end := c.Since.Add(p.Bake.Duration); end.After(at) {
+				at = end
+			}
+		}
+	}
+	return at
+}
+
 // gate says why the wave does not let the next one go yet (and the
 // rollout's state for it), or, when it does (why is ""), what it measured.
 func gate(w WaveProgress, bake time.Duration, now time.Time) (passed string, held ProgressState, why string) {

@@ -114,3 +114,44 @@ func TestEvaluate(t *testing.T) {
 		})
 	}
 }
+
+// TestDueWithin: a rollout is due when advance may release a wave within
+// the window: at once, when a cluster reports (unknown), or when the last
+// Ready cluster's bake ends inside it; one that waits for a person never.
+func TestDueWithin(t *testing.T) {
+	waves := []fleet.ResolvedWave{{Name: "canary", Clusters: []string{"a", "b"}, MaxFailures: 1}, {Name: "rest", Clusters: []string{"c"}}}
+	tests := []struct {
+		name     string
+		released int
+		paused   bool
+		aborted  bool
+		docs     map[string]*status.ClusterStatus
+		within   time.Duration
+		state    ProgressState
+		due      bool
+	}{
+		{name: "releasable", released: 1, docs: map[string]*status.ClusterStatus{"a": doc(readyFor(time.Hour)), "b": doc(readyFor(time.Hour))}, state: ProgressReleasable, due: true},
+		{name: "waiting for a report", released: 1, docs: map[string]*status.ClusterStatus{"a": doc(readyFor(time.Hour))}, state: ProgressWaiting, due: true},
+		{name: "bake ends inside the window", released: 1, docs: map[string]*status.ClusterStatus{"a": doc(readyFor(time.Minute)), "b": doc(readyFor(5 * time.Minute))}, within: 15 * time.Minute, state: ProgressBaking, due: true},
+		{name: "bake ends at the window's end", released: 1, docs: map[string]*status.ClusterStatus{"a": doc(readyFor(time.Minute)), "b": doc(readyFor(5 * time.Minute))}, within: 9 * time.Minute, state: ProgressBaking, due: true},
+		{name: "the last Ready cluster bakes past the window", released: 1, docs: map[string]*status.ClusterStatus{"a": doc(readyFor(time.Minute)), "b": doc(readyFor(5 * time.Minute))}, within: 8 * time.Minute, state: ProgressBaking},
+		{name: "a Failed cluster within maxFailures does not bake", released: 1, docs: map[string]*status.ClusterStatus{"a": doc(failed()), "b": doc(readyFor(5 * time.Minute))}, within: 5 * time.Minute, state: ProgressBaking, due: true},
+		{name: "failed", released: 1, docs: map[string]*status.ClusterStatus{"a": doc(failed()), "b": doc(failed())}, within: time.Hour, state: ProgressFailed},
+		{name: "paused", released: 1, paused: true, within: time.Hour, state: ProgressPaused},
+		{name: "aborted", released: 1, aborted: true, within: time.Hour, state: ProgressAborted},
+		{name: "complete", released: 2, within: time.Hour, state: ProgressComplete},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			st := &State{Application: "web", Revision: "sha256:rev", Released: tc.released, Waves: len(waves), Paused: tc.paused, Aborted: tc.aborted}
+			observe := func(c string) ClusterProgress { return Observe(c, "web", "sha256:new", tc.docs[c], "") }
+			p := Evaluate(st, waves, 10*time.Minute, observe, now)
+			if p.State != tc.state {
+				t.Fatalf("state %s, want %s (%s)", p.State, tc.state, p.Blocked)
+			}
+			if got := p.DueWithin(now, tc.within); got != tc.due {
+				t.Errorf("due within %s: %v, want %v (baked at %s)", tc.within, got, tc.due, p.BakedAt())
+			}
+		})
+	}
+}

@@ -50,6 +50,9 @@ type InProcessOptions struct {
 	Alongside []func(context.Context) error
 	// Interval between cycles; 3s.
 	Interval time.Duration
+	// PollInterval between Git polls within an interval
+	// (reconcile.Config.PollInterval); the interval when zero.
+	PollInterval time.Duration
 	// Heartbeat: a running cycle publishes its progress every Heartbeat /
 	// 2 (reconcile.Config.Heartbeat); the loop's default when zero.
 	Heartbeat time.Duration
@@ -135,7 +138,7 @@ func NewInProcess(t testing.TB, c *testenv.Cluster, o InProcessOptions) *InProce
 		Sink: o.Sink, Heartbeat: o.Heartbeat, Previous: previous,
 		Metrics:  o.Metrics,
 		Logger:   slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
-		Interval: o.Interval, Workers: o.Workers,
+		Interval: o.Interval, PollInterval: o.PollInterval, Workers: o.Workers,
 		Render:        render.Options{Limits: render.Limits{Timeout: o.RenderTimeout}},
 		ShutdownGrace: 5 * time.Second,
 		Identity:      o.Identity, AgentVersion: "e2e",
