@@ -152,6 +152,7 @@ func NewInProcess(t testing.TB, c *testenv.Cluster, o InProcessOptions) *InProce
 		a.Stop()
 		if t.Failed() {
 			t.Logf("agent %s logs (tail):\n%s", o.Cluster, Tail(logs.String(), o.LogTail))
+			t.Logf("cluster under agent %s:\n%s", o.Cluster, c.Describe(context.Background()))
 		}
 	})
 	return a

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"time"
 )
 
 func loopback(port int) string { return "127.0.0.1:" + strconv.Itoa(port) }
@@ -57,6 +58,10 @@ func (c *Cluster) controllerKubeconfigArgs() []string {
 	return []string{"--kubeconfig=" + kc, "--authentication-kubeconfig=" + kc, "--authorization-kubeconfig=" + kc}
 }
 
+// nodeMonitorGrace is how long a node may go without a heartbeat before
+// the node lifecycle controller calls it unreachable.
+const nodeMonitorGrace = time.Hour
+
 func (c *Cluster) startKCM(pt ports) (*process, error) {
 	args := append(c.controllerKubeconfigArgs(),
 		"--leader-elect=false",
@@ -70,6 +75,12 @@ func (c *Cluster) startKCM(pt ports) (*process, error) {
 		"--cluster-signing-cert-file="+c.pki.caCert,
 		"--cluster-signing-key-file="+c.pki.caKey,
 		"--service-cluster-ip-range="+serviceCIDR,
+		// kwok heartbeats every 20–45 s; on a busy machine it can miss the
+		// default 50 s grace, and then the node lifecycle controller taints
+		// the node and sets its pods Ready=False, which kwok never undoes
+		// for a Running pod: a Deployment stays unavailable for good. Fake
+		// nodes do not fail; only starvation would make them look so.
+		"--node-monitor-grace-period="+nodeMonitorGrace.String(),
 	)
 	return c.launch(KubeControllerManager, args...)
 }

@@ -73,7 +73,7 @@ func StartClusters(t testing.TB, n int, opts ClusterOptions) []*Cluster {
 		}
 		t.Cleanup(func() {
 			if t.Failed() {
-				t.Logf("cluster %s: component logs\n%s", c.Name, c.LogTails(logTailLines))
+				t.Logf("cluster %s:\n%s\ncomponent logs\n%s", c.Name, c.Describe(context.Background()), c.LogTails(logTailLines))
 			}
 			if err := c.Stop(); err != nil {
 				t.Errorf("stop cluster %s: %v", c.Name, err)
