@@ -18,16 +18,26 @@ import (
 
 // The agent's end-to-end tests share one Full cluster (kube-controller-
 // manager, scheduler, kwok nodes) and one Git server, both started on first
-// use; every test works in namespaces and repositories of its own.
+// use; every test works in namespaces and repositories of its own. A test
+// run again (go test -count=N) gets a cluster of its own for each run: what
+// the run before left in its namespaces (objects, the agent's trust state)
+// would change what it sees. Repositories are removed when a test ends.
 var agentShared struct {
-	clusterOnce sync.Once
-	cluster     *testenv.Cluster
-	clusterErr  error
+	mu       sync.Mutex
+	seen     map[string]int     // runs of each test name so far
+	runs     map[*testing.T]int // which run of its name each test is, from 0
+	clusters []*sharedCluster   // by run
 
 	gitOnce sync.Once
 	git     *gitserver.Server
 	gitErr  error
 	gitDir  string
+}
+
+type sharedCluster struct {
+	once    sync.Once
+	cluster *testenv.Cluster
+	err     error
 }
 
 func TestMain(m *testing.M) {
@@ -36,7 +46,11 @@ func TestMain(m *testing.M) {
 	render.ServeWorkerIfRequested()
 	ctrllog.SetLogger(logr.Discard())
 	code := m.Run()
-	if c := agentShared.cluster; c != nil {
+	for _, sc := range agentShared.clusters {
+		c := sc.cluster
+		if c == nil {
+			continue
+		}
 		if code != 0 {
 			fmt.Fprintf(os.Stderr, "agent e2e cluster component logs:\n%s\n", c.LogTails(40))
 		}
@@ -51,6 +65,26 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// sharedClusterOf is the shared cluster of t's run: the first run of every
+// test shares one, the second run another, and so on.
+func sharedClusterOf(t *testing.T) *sharedCluster {
+	agentShared.mu.Lock()
+	defer agentShared.mu.Unlock()
+	if agentShared.runs == nil {
+		agentShared.seen, agentShared.runs = map[string]int{}, map[*testing.T]int{}
+	}
+	run, ok := agentShared.runs[t]
+	if !ok {
+		run = agentShared.seen[t.Name()]
+		agentShared.seen[t.Name()]++
+		agentShared.runs[t] = run
+	}
+	for len(agentShared.clusters) <= run {
+		agentShared.clusters = append(agentShared.clusters, &sharedCluster{})
+	}
+	return agentShared.clusters[run]
+}
+
 // agentNodes: room for every template Deployment's pods.
 func agentNodes() []testenv.NodeSpec {
 	return testenv.Nodes("kwok-node", 2, testenv.NodeSpec{CPU: "32", Memory: "128Gi", Pods: 200})
@@ -59,20 +93,21 @@ func agentNodes() []testenv.NodeSpec {
 func agentCluster(t *testing.T) *testenv.Cluster {
 	t.Helper()
 	testenv.NeedsCluster(t)
-	agentShared.clusterOnce.Do(func() {
+	sc := sharedClusterOf(t)
+	sc.once.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), testenv.StartTimeout)
 		defer cancel()
-		agentShared.cluster, agentShared.clusterErr = testenv.New(ctx, "agent-e2e", "", testenv.ClusterOptions{
+		sc.cluster, sc.err = testenv.New(ctx, "agent-e2e", "", testenv.ClusterOptions{
 			Mode: testenv.Full, Nodes: agentNodes(),
 		})
-		if agentShared.clusterErr == nil {
-			t.Logf("full cluster ready in %s", agentShared.cluster.StartDuration().Round(time.Millisecond))
+		if sc.err == nil {
+			t.Logf("full cluster ready in %s", sc.cluster.StartDuration().Round(time.Millisecond))
 		}
 	})
-	if agentShared.clusterErr != nil {
-		t.Fatal(agentShared.clusterErr)
+	if sc.err != nil {
+		t.Fatal(sc.err)
 	}
-	return agentShared.cluster
+	return sc.cluster
 }
 
 // agentGit is the shared Git server. Tests that stop the server start one

@@ -61,14 +61,47 @@ func (s *Server) CreateRepo(name, fromDir string) (string, error) {
 	return s.URL(name), nil
 }
 
-// MustCreateRepo is CreateRepo failing the test on error.
+// MustCreateRepo is CreateRepo failing the test on error. The repository
+// is removed when the test ends, so a test run again (go test -count=N) on
+// a shared server can create it again.
 func (s *Server) MustCreateRepo(t testing.TB, name, fromDir string) string {
 	t.Helper()
 	url, err := s.CreateRepo(name, fromDir)
 	if err != nil {
 		t.Fatalf("gitserver: create repo %s: %v", name, err)
 	}
+	t.Cleanup(func() {
+		if err := s.RemoveRepo(name); err != nil {
+			t.Errorf("gitserver: %v", err)
+		}
+	})
 	return url
+}
+
+// RemoveRepo frees the name of repository name and its request counters.
+// The repository moves out of the served tree at once (a request still in
+// flight, such as a status push of an agent shutting down, may be writing
+// to it) and is deleted as far as it can be.
+func (s *Server) RemoveRepo(name string) error {
+	if !repoName.MatchString(name) || strings.Contains(name, "..") {
+		return fmt.Errorf("invalid repository name %q", name)
+	}
+	trash := filepath.Join(s.dir, "removed")
+	if err := os.MkdirAll(trash, 0o700); err != nil {
+		return fmt.Errorf("remove repository %s: %w", name, err)
+	}
+	moved, err := os.MkdirTemp(trash, "repo-")
+	if err != nil {
+		return fmt.Errorf("remove repository %s: %w", name, err)
+	}
+	if err := os.Rename(s.RepoPath(name), filepath.Join(moved, "repo.git")); err != nil {
+		return fmt.Errorf("remove repository %s: %w", name, err)
+	}
+	_ = os.RemoveAll(moved) // best effort: a late writer may keep a directory alive
+	s.mu.Lock()
+	delete(s.stats, name)
+	s.mu.Unlock()
+	return nil
 }
 
 // importDir commits the content of dir as the root commit of main, straight
