@@ -33,6 +33,9 @@ const (
 	// readyPoll is how often an unchanged unit's health is re-read while
 	// waiting for it.
 	readyPoll = time.Second
+	// waitReport is how often a unit that waits for health says what for
+	// (apply.Options.WaitReport is the same for units being applied).
+	waitReport = 10 * time.Second
 )
 
 // Config wires a Loop. Cluster, Source and Applier are required.

@@ -3,10 +3,12 @@ package reconcile
 import (
 	"cmp"
 	"context"
+	"maps"
 	"slices"
 	"sync"
 	"time"
 
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/flotilla-gitops/flotilla/pkg/status"
@@ -27,6 +29,9 @@ import (
 type progressTracker struct {
 	mu sync.Mutex
 	p  *status.Progress
+	// waiting is what a unit of the running cycle waits for (objects not
+	// ready and why), by unit name, while it waits.
+	waiting map[string]string
 }
 
 func (t *progressTracker) start(at time.Time) {
@@ -39,6 +44,20 @@ func (t *progressTracker) end() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.p = nil
+	t.waiting = nil
+}
+
+// wait records what unit waits for, until it is done.
+func (t *progressTracker) wait(unit, msg string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.p == nil {
+		return
+	}
+	if t.waiting == nil {
+		t.waiting = map[string]string{}
+	}
+	t.waiting[unit] = msg
 }
 
 func (t *progressTracker) phase(p string) {
@@ -64,21 +83,22 @@ func (t *progressTracker) unitStarted(unit string, at time.Time) func() {
 		if t.p != nil {
 			t.p.Units = slices.DeleteFunc(t.p.Units, func(u status.UnitProgress) bool { return u.Name == unit })
 		}
+		delete(t.waiting, unit)
 	}
 }
 
-// snapshot is a copy of the progress, units sorted by name; nil between
-// cycles.
-func (t *progressTracker) snapshot() *status.Progress {
+// snapshot is a copy of the progress, units sorted by name, and of what
+// units wait for; nil between cycles.
+func (t *progressTracker) snapshot() (*status.Progress, map[string]string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.p == nil {
-		return nil
+		return nil, nil
 	}
 	p := *t.p
 	p.Units = slices.Clone(t.p.Units)
 	slices.SortFunc(p.Units, func(a, b status.UnitProgress) int { return cmp.Compare(a.Name, b.Name) })
-	return &p
+	return &p, maps.Clone(t.waiting)
 }
 
 // progressDoc is the document a heartbeat publishes: the newest cycle
@@ -91,15 +111,34 @@ func (l *Loop) progressDoc(now time.Time) *status.ClusterStatus {
 	if base == nil {
 		base = l.cfg.Previous
 	}
-	p := l.progress.snapshot()
+	p, waiting := l.progress.snapshot()
 	if base == nil || p == nil {
 		return nil
 	}
 	doc := base.DeepCopy()
 	doc.Progress = p
+	markWaiting(doc, waiting, now)
 	doc.Agent = status.Agent{Version: l.cfg.AgentVersion, Identity: l.cfg.Identity}
 	doc.Heartbeat = metav1.NewTime(now.UTC().Truncate(time.Second))
 	return doc
+}
+
+// markWaiting sets Reconciling on each unit that waits, with what it waits
+// for, so a heartbeat shows why a unit is not yet at the new revision; a
+// unit new at this revision gets an entry of its own. The cycle's own
+// result carries no Reconciling: the wait is over by then.
+func markWaiting(doc *status.ClusterStatus, waiting map[string]string, now time.Time) {
+	for _, unit := range slices.Sorted(maps.Keys(waiting)) {
+		i := slices.IndexFunc(doc.Units, func(u status.UnitStatus) bool { return u.Name == unit })
+		if i < 0 {
+			doc.Units = append(doc.Units, status.UnitStatus{Name: unit})
+			i = len(doc.Units) - 1
+		}
+		apimeta.SetStatusCondition(&doc.Units[i].Conditions, metav1.Condition{
+			Type: status.ConditionReconciling, Status: metav1.ConditionTrue, Reason: status.ReasonProgressing,
+			Message: waiting[unit], LastTransitionTime: metav1.NewTime(now.UTC().Truncate(time.Second)),
+		})
+	}
 }
 
 // startHeartbeats publishes progress documents until the returned stop is

@@ -176,7 +176,7 @@ func (l *Loop) reconcileUnit(ctx context.Context, rc *cycleRun, u slice.Unit, st
 				log: "unit is no longer ready", logAttrs: []any{"objects", summarize(notReady)}}
 		}
 		release()
-		ready, notReady, err := l.waitReady(ctx, u)
+		ready, notReady, err := l.waitReady(ctx, u, rev.Revision)
 		switch {
 		case ready:
 			return outcome{reason: status.ReasonSucceeded, applied: true, unverified: true}
@@ -296,6 +296,16 @@ func (l *Loop) request(u slice.Unit, revision, hash string, out *render.Result, 
 		CreateOnly: u.Kind == slice.UnitVolcano && strings.HasPrefix(u.Name, slice.VolcanoJobPrefix),
 		Observed:   obs,
 		Hooks:      hooks(out.Hooks),
+		Waiting:    l.waiting(u.Name, revision),
+	}
+}
+
+// waiting is told what a unit waits for while it waits: it is logged, and
+// the next heartbeat carries it as the unit's Reconciling condition.
+func (l *Loop) waiting(unit, revision string) func(notReady []string) {
+	return func(notReady []string) {
+		l.progress.wait(unit, "waiting for "+summarize(notReady))
+		l.log.Info("unit waiting", "unit", unit, "revision", revision, "notReady", summarize(notReady))
 	}
 }
 
@@ -327,16 +337,22 @@ func (l *Loop) recheckReady(u slice.Unit, st *unitState) bool {
 
 // waitReady checks an unchanged unit's health, polling until the unit's
 // timeout; a unit without wait is Ready once applied.
-func (l *Loop) waitReady(ctx context.Context, u slice.Unit) (bool, []string, error) {
+func (l *Loop) waitReady(ctx context.Context, u slice.Unit, revision string) (bool, []string, error) {
 	if !u.Wait {
 		// Without wait, an applied unit counts as Ready (as after Apply).
 		return true, nil, nil
 	}
-	deadline := time.Now().Add(u.Timeout.Duration)
+	start := time.Now()
+	deadline := start.Add(u.Timeout.Duration)
+	report, reported := l.waiting(u.Name, revision), start
 	for {
 		ready, notReady, err := l.cfg.Applier.CheckReady(ctx, u.Name)
 		if err == nil && ready {
 			return true, nil, nil
+		}
+		if len(notReady) > 0 && time.Since(reported) >= waitReport {
+			report(notReady)
+			reported = time.Now()
 		}
 		if time.Now().Add(readyPoll).After(deadline) {
 			return false, notReady, err

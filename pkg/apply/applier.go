@@ -37,6 +37,9 @@ type Options struct {
 	DefaultTimeout time.Duration
 	// PollInterval of kstatus health checks; default 1s.
 	PollInterval time.Duration
+	// WaitReport is how often a unit waiting for health or a hook tells
+	// UnitRequest.Waiting what it waits for; default 10s.
+	WaitReport time.Duration
 	// TakeOver are the field managers whose fields an object applied
 	// again takes over (takeover.go); DefaultTakeOver when nil, none when
 	// empty but not nil.
@@ -58,6 +61,9 @@ func (o *Options) setDefaults() {
 	}
 	if o.PollInterval <= 0 {
 		o.PollInterval = time.Second
+	}
+	if o.WaitReport <= 0 {
+		o.WaitReport = 10 * time.Second
 	}
 	if o.TakeOver == nil {
 		o.TakeOver = DefaultTakeOver
@@ -160,6 +166,11 @@ type UnitRequest struct {
 	// unit is Ready, once per Hash (see hooks.go). They are not part of
 	// the inventory's objects.
 	Hooks []Hook
+	// Waiting, when set, is told every Options.WaitReport while the unit
+	// waits for health or a hook which objects are not ready and why
+	// ("Deployment/ns/web: InProgress: Available: 2/3"), so a long wait
+	// says what it waits for. It is called from another goroutine.
+	Waiting func(notReady []string)
 	// Owners says which units claim an object at this revision
 	// (ownership.go); nil judges other units by their inventories and
 	// releases nothing.

@@ -1,10 +1,12 @@
 package apply_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/fluxcd/pkg/ssa"
 	corev1 "k8s.io/api/core/v1"
@@ -757,6 +759,25 @@ func TestHealthInMinimalCluster(t *testing.T) {
 	res, err := f.a.Apply(ctx(t), apply.UnitRequest{Name: "web", Hash: "1", Objects: objs[5:], Wait: true, Timeout: 2e9})
 	if !errors.Is(err, apply.ErrHealthTimeout) || res.Ready || len(res.NotReady) != 1 || !strings.HasPrefix(res.NotReady[0], "Deployment/health-app/web: InProgress") {
 		t.Fatalf("want a health timeout naming the deployment: %v %+v", err, res)
+	}
+	// While it waits, the wait says what for; the test ends the wait at
+	// the first report instead of waiting out a timeout.
+	wctx, cancel := context.WithCancel(ctx(t))
+	defer cancel()
+	reports := make(chan []string, 1)
+	_, err = f.a.Apply(wctx, apply.UnitRequest{Name: "web", Hash: "2", Objects: objs[5:], Wait: true, Timeout: 10 * time.Minute,
+		Waiting: func(notReady []string) {
+			select {
+			case reports <- notReady:
+			default:
+			}
+			cancel()
+		}})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("want the wait ended by the test: %v", err)
+	}
+	if nr := <-reports; len(nr) != 1 || !strings.HasPrefix(nr[0], "Deployment/health-app/web: InProgress") {
+		t.Fatalf("want the report to name the deployment and its kstatus: %q", nr)
 	}
 	if ready, _, err := f.a.CheckReady(ctx(t), "config"); !ready || err != nil {
 		t.Fatalf("CheckReady config: %v %v", ready, err)

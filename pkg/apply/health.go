@@ -44,7 +44,9 @@ func (a *Applier) finishHealth(ctx context.Context, u UnitRequest, ds []*desired
 			targets = append(targets, target{id: d.id, gvk: d.obj.GroupVersionKind()})
 		}
 	}
+	stop := a.reportWaiting(ctx, targets, u.Waiting)
 	ready, notReady, err := a.waitReady(ctx, targets, a.timeout(u.Timeout))
+	stop()
 	res.Ready, res.NotReady = ready, notReady
 	return err
 }
@@ -84,6 +86,38 @@ func (a *Applier) waitReady(ctx context.Context, targets []target, timeout time.
 	}
 	return false, notReady, fmt.Errorf("%w: %d of %s not ready after %s: %s",
 		class, len(notReady), plural.Count(len(targets), "object", "objects"), time.Since(start).Round(time.Second), strings.Join(shown, "; "))
+}
+
+// reportWaiting tells report, every Options.WaitReport until the returned
+// stop is called, which targets are not yet kstatus Current. ssa's wait
+// says nothing until it ends; a wait of minutes must say what it waits for
+// while it waits. stop returns once no report is in flight.
+func (a *Applier) reportWaiting(ctx context.Context, targets []target, report func([]string)) (stop func()) {
+	if report == nil || len(targets) == 0 {
+		return func() {}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(a.opts.WaitReport)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			notReady, _, err := a.statuses(ctx, targets)
+			if err == nil && len(notReady) > 0 && ctx.Err() == nil {
+				report(notReady)
+			}
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
 }
 
 // statuses computes each target's kstatus once, returning the ones not

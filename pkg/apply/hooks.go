@@ -197,7 +197,9 @@ func (a *Applier) runHooks(ctx context.Context, u UnitRequest, event string) err
 	// before it that succeeded are deleted and the failed one by its
 	// hook-failed policy.
 	for i, h := range hooks {
+		stop := a.reportWaiting(ctx, []target{{id: ds[i].id, gvk: ds[i].obj.GroupVersionKind()}}, hookWaiting(u.Waiting, event))
 		failure, err := a.runHook(ctx, ds[i], h, event, deadline)
+		stop()
 		if err != nil {
 			return err
 		}
@@ -219,6 +221,20 @@ func (a *Applier) runHooks(ctx context.Context, u UnitRequest, event string) err
 		}
 	}
 	return nil
+}
+
+// hookWaiting says which event's hook the unit waits for.
+func hookWaiting(report func([]string), event string) func([]string) {
+	if report == nil {
+		return nil
+	}
+	return func(notReady []string) {
+		out := make([]string, len(notReady))
+		for i, s := range notReady {
+			out[i] = event + " hook " + s
+		}
+		report(out)
+	}
 }
 
 // runHook creates one hook (deleting its previous run first under

@@ -81,6 +81,7 @@ func (f *fixture) newApplier() *apply.Applier {
 	f.counter.Wrap(cfg)
 	a, err := apply.New(cfg, apply.Options{
 		InventoryNamespace: f.invNS, Cluster: "test", PollInterval: 200 * time.Millisecond, DefaultTimeout: 30 * time.Second,
+		WaitReport: 200 * time.Millisecond,
 	})
 	if err != nil {
 		f.t.Fatal(err)

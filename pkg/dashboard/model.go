@@ -94,8 +94,10 @@ type Unit struct {
 	Revision Revision `json:"revision"`
 	// Health is Ready, Failing or NotReady; HealthReason the condition's
 	// reason and message.
-	Health           string `json:"health"`
-	HealthReason     string `json:"healthReason,omitempty"`
+	Health       string `json:"health"`
+	HealthReason string `json:"healthReason,omitempty"`
+	// Waiting is what the agent waits for while it reconciles the unit.
+	Waiting          string `json:"waiting,omitempty"`
 	LastError        string `json:"lastError,omitempty"`
 	Objects          int    `json:"objects"`
 	DriftCorrections int64  `json:"driftCorrections"`
@@ -273,7 +275,7 @@ func cluster(cv fleetstatus.ClusterView, doc *status.ClusterStatus, labels map[s
 
 func unit(u status.UnitStatus, link CommitLinker) Unit {
 	out := Unit{Name: u.Name, Revision: revision(u.AppliedRevision, link), Objects: u.Objects,
-		DriftCorrections: u.DriftCorrections, LastError: clean(u.LastError)}
+		DriftCorrections: u.DriftCorrections, LastError: clean(u.LastError), Waiting: clean(status.UnitWaiting(u))}
 	switch {
 	case status.UnitFailing(u):
 		// UnitFailure's message is the condition's, or the unit's error.

@@ -212,6 +212,13 @@ func writeDetails(b *bytes.Buffer, v *View, bullet string, code func(string) str
 		}
 	}
 	section(b, "Cycles in progress", bullet, running)
+	var waiting []string
+	for _, c := range v.Clusters {
+		for _, u := range c.WaitingUnits {
+			waiting = append(waiting, code(c.Name+"/"+u.Unit)+": "+oneLine(u.Message, 300))
+		}
+	}
+	section(b, "Waiting units", bullet, waiting)
 	var untrusted []string
 	for _, c := range v.Clusters {
 		if c.State == StateUntrusted {

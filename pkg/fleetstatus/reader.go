@@ -94,8 +94,11 @@ type ClusterView struct {
 	UnitsReady      int           `json:"unitsReady"`
 	UnitsTotal      int           `json:"unitsTotal"`
 	FailingUnits    []UnitFailure `json:"failingUnits,omitempty"`
-	Jobs            JobCounts     `json:"jobs"`
-	Heartbeat       *metav1.Time  `json:"heartbeat,omitempty"`
+	// WaitingUnits are the units the agent is waiting for (health, a
+	// hook), with what they wait for.
+	WaitingUnits []UnitWaiting `json:"waitingUnits,omitempty"`
+	Jobs         JobCounts     `json:"jobs"`
+	Heartbeat    *metav1.Time  `json:"heartbeat,omitempty"`
 	// HeartbeatAge is Time minus Heartbeat (0 when the heartbeat is ahead).
 	HeartbeatAge *metav1.Duration `json:"heartbeatAge,omitempty"`
 	// ClockSkew is how far the heartbeat or status commit is ahead of Time,
@@ -126,6 +129,13 @@ type UnitFailure struct {
 	Unit    string `json:"unit"`
 	Reason  string `json:"reason"`
 	Message string `json:"message,omitempty"`
+}
+
+// UnitWaiting is a unit the agent waits for, and what for ("waiting for
+// Deployment/ns/web: InProgress: ...").
+type UnitWaiting struct {
+	Unit    string `json:"unit"`
+	Message string `json:"message"`
 }
 
 // JobCounts summarises a cluster's Volcano jobs.
@@ -359,6 +369,8 @@ func clusterView(ctx context.Context, d *fleetData, c *fleet.Cluster, now time.T
 		if status.UnitFailing(u) {
 			reason, msg := status.UnitFailure(u)
 			cv.FailingUnits = append(cv.FailingUnits, UnitFailure{Unit: u.Name, Reason: reason, Message: msg})
+		} else if w := status.UnitWaiting(u); w != "" {
+			cv.WaitingUnits = append(cv.WaitingUnits, UnitWaiting{Unit: u.Name, Message: w})
 		}
 		if u.Suspended {
 			cv.SuspendedUnits = append(cv.SuspendedUnits, u.Name)

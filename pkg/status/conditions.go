@@ -34,6 +34,15 @@ func UnitReady(u UnitStatus) bool {
 	return c != nil && c.Status == metav1.ConditionTrue
 }
 
+// UnitWaiting is what the unit waits for while the agent reconciles it
+// (its Reconciling condition's message), or "" when it is not waiting.
+func UnitWaiting(u UnitStatus) string {
+	if c := findCondition(u.Conditions, ConditionReconciling); c != nil && c.Status == metav1.ConditionTrue {
+		return c.Message
+	}
+	return ""
+}
+
 // UnitFailing reports whether the unit is Stalled, or not Ready for a
 // failure reason. A health check the agent is still waiting for
 // (HealthCheckFailed while Reconciling) is progress, not failure.

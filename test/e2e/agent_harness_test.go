@@ -441,7 +441,14 @@ func describeStatus(st *status.ClusterStatus) string {
 		if c != nil {
 			reason = string(c.Status) + "/" + c.Reason
 		}
-		fmt.Fprintf(&b, "  %s %s rev=%s objects=%d drift=%d err=%q\n", u.Name, reason, u.AppliedRevision, u.Objects, u.DriftCorrections, u.LastError)
+		fmt.Fprintf(&b, "  %s %s rev=%s objects=%d drift=%d err=%q", u.Name, reason, u.AppliedRevision, u.Objects, u.DriftCorrections, u.LastError)
+		if w := status.UnitWaiting(u); w != "" {
+			fmt.Fprintf(&b, " reconciling=%q", w)
+		}
+		b.WriteByte('\n')
+	}
+	if st.Progress != nil {
+		fmt.Fprintf(&b, "  cycle in progress: %s\n", st.Progress)
 	}
 	return b.String()
 }

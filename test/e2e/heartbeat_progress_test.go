@@ -121,7 +121,7 @@ func TestLongHealthWaitKeepsTheClusterReachable(t *testing.T) {
 
 	writeHandSlice(t, dir, cluster, []handUnit{fast, neverReadyUnit(ns)})
 	repo.push(t, "a unit that waits for health for minutes")
-	startAgent()
+	a = startAgent()
 	var threshold time.Duration
 	waitFor(t, 2*time.Minute, "the restarted agent's progress on the status ref: waiting for the slow unit", func() (bool, string) {
 		cv, out := view()
@@ -154,4 +154,17 @@ func TestLongHealthWaitKeepsTheClusterReachable(t *testing.T) {
 		t.Fatalf("the health wait ended before the observation did; the test proves nothing:\n%s", out)
 	}
 	t.Logf("%d polls over %s, never Unreachable:\n%s", polls, 2*threshold+5*time.Second, out)
+
+	// The wait says what it waits for: in the agent's log, and as the
+	// unit's Reconciling condition in the heartbeat, which status shows.
+	const waitingFor = "waiting for Deployment/" + ns + "/slow: InProgress"
+	waitFor(t, 2*time.Minute, "status naming what the slow unit waits for", func() (bool, string) {
+		cv, out := view()
+		return cv != nil && slices.ContainsFunc(cv.WaitingUnits, func(w fleetstatus.UnitWaiting) bool {
+			return w.Unit == "slow" && strings.HasPrefix(w.Message, waitingFor)
+		}) && strings.Contains(out, "Waiting units") && strings.Contains(out, cluster+"/slow: "+waitingFor), out
+	})
+	if logs := a.Logs.String(); !strings.Contains(logs, `"msg":"unit waiting","cluster":"hb","unit":"slow"`) || !strings.Contains(logs, "Deployment/"+ns+"/slow: InProgress") {
+		t.Fatalf("the agent did not log what the unit waits for:\n%s", agentproc.Tail(logs, 20))
+	}
 }
