@@ -171,9 +171,9 @@ func BenchmarkStatusHeartbeat(b *testing.B) {
 				b.Errorf("%s: pushed %v, want %v", name, res.Pushed, wantPush)
 			}
 			d := srv.Stats("fleet").Sub(before)
-			b.Logf("%-10s %v: %d requests (%d info/refs, %d fetch, %d push), %d bytes sent to the server, %d bytes pack pushed, %d bytes received",
-				name, took.Round(time.Millisecond), d.InfoRefs+d.UploadPacks+d.ReceivePackInfoRefs+d.ReceivePacks,
-				d.InfoRefs+d.ReceivePackInfoRefs, d.UploadPacks, d.ReceivePacks, d.BytesReceived, d.ReceivePackBytes, d.BytesSent)
+			b.Logf("%-10s %v: %d requests (%d info/refs, %d ls-refs, %d fetch, %d push), %d bytes sent to the server, %d bytes pack pushed, %d bytes received",
+				name, took.Round(time.Millisecond), peerRequests(d),
+				d.InfoRefs+d.ReceivePackInfoRefs, d.LsRefs, d.UploadPacks, d.ReceivePacks, d.BytesReceived, d.ReceivePackBytes, d.BytesSent)
 			return d
 		}
 		doc := StatusDoc("member1", rev, 20, 1)
