@@ -2,9 +2,10 @@ package gitrepo
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/url"
 	"syscall"
@@ -100,10 +101,13 @@ func isUnreachable(err error) bool {
 		// network failure, not e.g. a certificate problem.
 		var uerr *url.Error
 		if errors.As(err, &uerr) {
-			// An HTTP request's EOF is the connection's (closed without
-			// an answer), not a cache file's.
-			return netErr.Timeout() || isUnreachable(uerr.Err) ||
-				errors.Is(uerr.Err, io.EOF) || errors.Is(uerr.Err, io.ErrUnexpectedEOF)
+			// A request that got no answer: the connection failed, timed
+			// out or was closed (its EOF is the connection's, not a cache
+			// file's; net/http's "server closed idle connection", seen
+			// when a server drops a new connection, has no exported
+			// sentinel). Not a certificate the operator must fix, nor a
+			// cancellation.
+			return !errors.Is(uerr.Err, context.Canceled) && !isTLSFailure(uerr.Err)
 		}
 		return true
 	}
@@ -115,6 +119,21 @@ func isUnreachable(err error) bool {
 		}
 	}
 	return false
+}
+
+// isTLSFailure: the server answered, but its certificate or TLS session
+// was refused.
+func isTLSFailure(err error) bool {
+	var (
+		unknownAuthority x509.UnknownAuthorityError
+		hostname         x509.HostnameError
+		invalid          x509.CertificateInvalidError
+		verification     *tls.CertificateVerificationError
+		header           tls.RecordHeaderError
+		alert            tls.AlertError
+	)
+	return errors.As(err, &unknownAuthority) || errors.As(err, &hostname) || errors.As(err, &invalid) ||
+		errors.As(err, &verification) || errors.As(err, &header) || errors.As(err, &alert)
 }
 
 // RedactURL is a remote URL without its credentials, for messages and

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -186,6 +188,21 @@ func TestSyncConnectionClosed(t *testing.T) {
 			src := &gitrepo.Source{URL: "http://" + ln.Addr().String() + "/fleet.git", CacheDir: t.TempDir(), Protocol: protocol}
 			if _, err := src.Sync(context.Background()); !errors.Is(err, gitrepo.ErrUnreachable) {
 				t.Fatalf("sync: %v, want ErrUnreachable", err)
+			}
+		})
+	}
+}
+
+// TestSyncUntrustedCertificate: a server whose certificate is not trusted
+// answered; it is not an outage to wait out but a setting to fix.
+func TestSyncUntrustedCertificate(t *testing.T) {
+	srv := httptest.NewTLSServer(http.NotFoundHandler())
+	t.Cleanup(srv.Close)
+	for _, protocol := range []string{gitrepo.ProtocolV2, gitrepo.ProtocolV0} {
+		t.Run("protocol="+protocol, func(t *testing.T) {
+			src := &gitrepo.Source{URL: srv.URL + "/fleet.git", CacheDir: t.TempDir(), Protocol: protocol}
+			if _, err := src.Sync(context.Background()); err == nil || errors.Is(err, gitrepo.ErrUnreachable) {
+				t.Fatalf("sync: %v, want an error that is not ErrUnreachable", err)
 			}
 		})
 	}
