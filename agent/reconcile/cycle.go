@@ -49,7 +49,11 @@ func (l *Loop) sync(ctx context.Context) syncOutcome {
 		l.log.Warn("git sync failed", "error", l.redact.err(err), "duration", d)
 	} else {
 		l.syncFailures = 0
-		l.log.Debug("git sync", "revision", res.Revision, "changed", res.Changed, "fetched", res.Fetched, "duration", d)
+		attrs := []any{"revision", res.Revision, "changed", res.Changed, "fetched", res.Fetched, "duration", d}
+		if f, ok := l.cfg.Source.(Follower); ok {
+			attrs = append(attrs, "ref", f.Following())
+		}
+		l.log.Debug("git sync", attrs...)
 	}
 	return syncOutcome{res: res, err: err}
 }

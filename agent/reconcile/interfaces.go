@@ -20,6 +20,12 @@ type Source interface {
 	LastGood() (gitrepo.Result, bool)
 }
 
+// Follower names the ref a Source's last sync followed (*gitrepo.Source:
+// the cluster's slice ref once published, else the branch), for the log.
+type Follower interface {
+	Following() string
+}
+
 // Checkouter gives the checkout of an older commit of the branch
 // (*gitrepo.Source implements it): a Source that has it lets the loop
 // restore the last accepted revision after a restart with an empty cache.

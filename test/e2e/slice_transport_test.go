@@ -113,6 +113,55 @@ func TestSliceTransport(t *testing.T) {
 	}
 }
 
+// TestStrictOverPublishedSlices: the default install (no transport flag)
+// follows its slice ref once publish has cut it, and strict verification
+// holds over it as on the branch: an unsigned commit between two signed
+// ones is refused, and so it is by a new agent with an empty cache, which
+// continues from the anchor recorded in the cluster.
+func TestStrictOverPublishedSlices(t *testing.T) {
+	alice := verifySSHKey(t, "alice@example.com")
+	srv := newGitServer(t)
+	r := newVerifyRigOn(t, srv, "strict-slices", "strict", nil, alice)
+	r.afterPush = func() { hubPublish(t, r.repo) }
+	hashOf := func(rev string) string { return strings.TrimPrefix(rev, "main@sha1:") }
+	hubPublish(t, r.repo)
+	// The operator vouches for the (unsigned) initial commit.
+	root := hashOf(r.repo.head())
+	r.restart("--verify-trust-root", root)
+
+	first := r.commit("first", &alice)
+	r.waitApplied(first, "first")
+	second := r.commit("signed-2", &alice)
+	r.waitApplied(second, "signed-2")
+	followsSlice := func() bool {
+		for _, rec := range r.agent.Records("git sync") {
+			if rec["ref"] == gitrepo.SliceRef(r.cluster) {
+				return true
+			}
+		}
+		return false
+	}
+	if !followsSlice() {
+		t.Fatalf("the agent did not follow its slice ref %s:\n%s", gitrepo.SliceRef(r.cluster), r.agent.LogTail(20))
+	}
+
+	r.commit("sneaked-in", nil)
+	head := r.commit("signed-on-top", &alice)
+	st := r.waitRefused(head, "unsigned", "signed-2")
+	if !strings.Contains(st.Verification.Message, "not signed") {
+		t.Errorf("verification %+v", st.Verification)
+	}
+
+	// A new pod: empty cache, the same trust root; the anchor in the
+	// cluster, not the root, decides, and the unsigned commit is found
+	// again from main's commit objects the slice transport fetches.
+	r.restart("--verify-trust-root", root)
+	r.waitRefused(head, "unsigned", "signed-2")
+	if !followsSlice() {
+		t.Fatalf("the restarted agent did not follow its slice ref:\n%s", r.agent.LogTail(20))
+	}
+}
+
 // forgeSlice replaces ref's commit with one whose tree has file's content
 // changed (old "value: …" line replaced by line), the message (and so the
 // Flotilla-Source trailer) kept: what a compromised publisher could push.
