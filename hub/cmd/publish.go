@@ -150,7 +150,11 @@ func slicePaths(ctx context.Context, repo, hash string) (map[string][]string, er
 		if s.Cluster != cluster {
 			return nil, fmt.Errorf("%s: cluster %q, want %q: %w", slice.SlicePath(cluster), s.Cluster, cluster, slice.ErrInvalidSlice)
 		}
-		out[cluster] = s.RepoPaths()
+		paths := s.RepoPaths()
+		for _, x := range s.RepoExclusions() {
+			paths = append(paths, gitrepo.PathExclude+x)
+		}
+		out[cluster] = paths
 	}
 	if len(out) == 0 {
 		return nil, fmt.Errorf("%s: no slice under %s/", hash, slice.RenderedDir)

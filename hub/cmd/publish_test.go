@@ -2,6 +2,8 @@ package cmd
 
 import (
 	"context"
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -57,12 +59,27 @@ func TestPublishTemplate(t *testing.T) {
 	for _, e := range entries {
 		got = append(got, e.Name())
 	}
+	// The slice leaves out what no unit reads (an application's app.yaml),
+	// and a directory that holds nothing else.
+	excluded := map[string]bool{}
+	for _, x := range s.RepoExclusions() {
+		excluded[x] = true
+		if _, err := os.Stat(filepath.Join(res.Dir, filepath.FromSlash(x))); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("slice checkout has %s, which no unit reads: %v", x, err)
+		}
+	}
 	want := map[string]bool{}
 	for _, p := range s.RepoPaths() {
+		if onlyExcluded(t, repo, p, excluded) {
+			continue
+		}
 		want[strings.Split(p, "/")[0]] = true
 		if _, err := os.Stat(filepath.Join(res.Dir, filepath.FromSlash(p))); err != nil {
 			t.Errorf("slice checkout lacks %s: %v", p, err)
 		}
+	}
+	if len(excluded) == 0 {
+		t.Error("the template's slice leaves nothing out: the test proves nothing about exclusions")
 	}
 	var wantTop []string
 	for _, e := range entries {
@@ -76,4 +93,20 @@ func TestPublishTemplate(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(res.Dir, slice.ClusterDir("edge-1"))); err == nil {
 		t.Error("member1's slice holds edge-1's directory")
 	}
+}
+
+// onlyExcluded reports whether the directory p of the working tree repo
+// holds nothing but excluded files.
+func onlyExcluded(t *testing.T, repo, p string, excluded map[string]bool) bool {
+	t.Helper()
+	entries, err := os.ReadDir(filepath.Join(repo, filepath.FromSlash(p)))
+	if err != nil {
+		return false // a file, or missing: not a directory the cut leaves out
+	}
+	for _, e := range entries {
+		if !excluded[p+"/"+e.Name()] {
+			return false
+		}
+	}
+	return true
 }

@@ -58,7 +58,9 @@ var ErrBadSlice = errors.New("slice commit does not match its main commit")
 // cluster cut from commit rev, and points SliceRef(cluster) at it (a child
 // of the ref's previous commit, so agents fetch only what changed). paths
 // maps a cluster to the repo paths (files or directories, slash-separated)
-// its slice holds. The commits are deterministic: cutting the same rev
+// its slice holds; a path prefixed with PathExclude is left out of the
+// directory holding it, which the proof then carries like any directory
+// the cut went into. The commits are deterministic: cutting the same rev
 // again gives the same hashes. The slice refs of clusters not in paths are
 // deleted. It returns cluster → slice commit hash.
 func CutSlices(repoDir, rev string, paths map[string][]string) (map[string]string, error) {

@@ -155,49 +155,88 @@ func changedBetween(ctx context.Context, a, b *object.Commit) ([]string, error) 
 	return out, nil
 }
 
-// pathFilter selects subtrees to export; nil selects everything.
+// pathFilter selects subtrees to export; nil selects everything. A path
+// given with a leading "!" (PathExclude) is left out of the subtree that
+// holds it.
 type pathFilter []string
+
+// PathExclude marks a path of a selection that is left out of the
+// selected directory holding it ("!apps/web/app.yaml").
+const PathExclude = "!"
 
 func newPathFilter(paths []string) (pathFilter, error) {
 	if len(paths) == 0 {
 		return nil, nil
 	}
 	var f pathFilter
+	whole := false
 	for _, p := range paths {
-		c := path.Clean(strings.Trim(p, "/"))
-		if c == "." || c == "" {
-			return nil, nil // the whole tree
-		}
+		excluded := strings.HasPrefix(p, PathExclude)
+		c := path.Clean(strings.Trim(strings.TrimPrefix(p, PathExclude), "/"))
 		if c == ".." || strings.HasPrefix(c, "../") {
 			return nil, fmt.Errorf("%w: %q", ErrUnsafePath, p)
 		}
-		f = append(f, c)
+		switch {
+		case excluded && (c == "." || c == ""):
+			return nil, fmt.Errorf("%w: %q leaves out the whole tree", ErrUnsafePath, p)
+		case excluded:
+			f = append(f, PathExclude+c)
+		case c == "." || c == "":
+			whole = true
+		default:
+			f = append(f, c)
+		}
+	}
+	if whole {
+		return nil, nil // the whole tree
 	}
 	sort.Strings(f)
 	return f, nil
 }
 
-// includes reports whether p is inside a selected subtree.
-func (f pathFilter) includes(p string) bool {
-	if f == nil {
-		return true
-	}
+// covers reports whether p is inside a selected subtree, exclusions aside.
+func (f pathFilter) covers(p string) bool {
 	for _, s := range f {
-		if p == s || strings.HasPrefix(p, s+"/") {
+		if !strings.HasPrefix(s, PathExclude) && (p == s || strings.HasPrefix(p, s+"/")) {
 			return true
 		}
 	}
 	return false
 }
 
-// leadsTo reports whether directory p contains a selected subtree.
-func (f pathFilter) leadsTo(p string) bool {
+// excluded reports whether p is an excluded path or inside one
+// (within == false), or holds one (within == true).
+func (f pathFilter) excluded(p string, within bool) bool {
 	for _, s := range f {
-		if strings.HasPrefix(s, p+"/") {
+		x, ok := strings.CutPrefix(s, PathExclude)
+		if !ok {
+			continue
+		}
+		if within && strings.HasPrefix(x, p+"/") || !within && (p == x || strings.HasPrefix(p, x+"/")) {
 			return true
 		}
 	}
 	return false
+}
+
+// includes reports whether p is inside a selected subtree, whole: none of
+// it is excluded.
+func (f pathFilter) includes(p string) bool {
+	if f == nil {
+		return true
+	}
+	return f.covers(p) && !f.excluded(p, false) && !f.excluded(p, true)
+}
+
+// leadsTo reports whether directory p contains a selected subtree, or is
+// selected with a part of it excluded.
+func (f pathFilter) leadsTo(p string) bool {
+	for _, s := range f {
+		if !strings.HasPrefix(s, PathExclude) && strings.HasPrefix(s, p+"/") {
+			return true
+		}
+	}
+	return f.covers(p) && !f.excluded(p, false) && f.excluded(p, true)
 }
 
 // validEntryName rejects tree entry names that could escape their directory

@@ -115,7 +115,10 @@ func (h *TreeHasher) hashFile(rel string, exec bool) (string, error) {
 }
 
 // HashDirExcept hashes a directory tree leaving out the top-level entry
-// named skip (when not empty).
+// named skip (when not empty). With skip set, a missing directory hashes
+// as an empty one: a published slice leaves skip out, and with it a
+// directory that holds nothing else (gitrepo.CutSlices), which hashes the
+// same in main.
 func (h *TreeHasher) HashDirExcept(rel, skip string) (string, error) {
 	key := rel
 	if skip != "" {
@@ -128,7 +131,7 @@ func (h *TreeHasher) HashDirExcept(rel, skip string) (string, error) {
 		return sum, nil
 	}
 	entries, err := os.ReadDir(filepath.Join(h.root, filepath.FromSlash(rel)))
-	if err != nil {
+	if err != nil && !(skip != "" && errors.Is(err, fs.ErrNotExist)) {
 		return "", fmt.Errorf("hash %s: %w", rel, err)
 	}
 	d := sha256.New()

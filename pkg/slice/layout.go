@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"path"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -35,7 +36,7 @@ func UnitDir(cluster, unit string) string {
 // RepoPaths are the repo paths an agent needs to apply s: its cluster
 // directory and every source its units read (inputs and Helm charts),
 // sorted, without one nested in another. The hub's published slice
-// commits hold exactly these (gitrepo.CutSlices).
+// commits hold these (gitrepo.CutSlices), less RepoExclusions.
 func (s *Slice) RepoPaths() []string {
 	set := map[string]bool{ClusterDir(s.Cluster): true}
 	for _, u := range s.Units {
@@ -62,5 +63,48 @@ func (s *Slice) RepoPaths() []string {
 		}
 		out = append(out, p)
 	}
+	return out
+}
+
+// RepoExclusions are the files inside RepoPaths that no unit of s reads:
+// the entries an input leaves out of its hash (an application's app.yaml,
+// whose effect is in the units' generated files), unless another input or
+// path of the slice takes them in. An app.yaml that weighs every cluster
+// of the fleet grows with the fleet; a slice without it does not. Sorted.
+func (s *Slice) RepoExclusions() []string {
+	var plain []string
+	excepts := map[string]map[string]bool{} // input path → the entries inputs on it leave out
+	for _, u := range s.Units {
+		plain = append(plain, u.Path)
+		for _, in := range u.Inputs {
+			if in.Except == "" {
+				plain = append(plain, in.Path)
+				continue
+			}
+			if excepts[in.Path] == nil {
+				excepts[in.Path] = map[string]bool{}
+			}
+			excepts[in.Path][in.Except] = true
+		}
+		if u.Helm != nil {
+			plain = append(plain, u.Helm.Chart)
+			if u.Helm.Values != "" {
+				plain = append(plain, u.Helm.Values)
+			}
+		}
+	}
+	var out []string
+	for dir, entries := range excepts {
+		if len(entries) != 1 {
+			continue // inputs on dir leave out different entries: each needs the other's
+		}
+		for entry := range entries {
+			p := path.Join(dir, entry)
+			if !slices.ContainsFunc(plain, func(q string) bool { return q == p || strings.HasPrefix(p, q+"/") }) {
+				out = append(out, p)
+			}
+		}
+	}
+	sort.Strings(out)
 	return out
 }

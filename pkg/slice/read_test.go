@@ -187,3 +187,49 @@ func TestRepoPaths(t *testing.T) {
 		t.Fatalf("RepoPaths = %v, want %v", got, want)
 	}
 }
+
+func TestRepoExclusions(t *testing.T) {
+	tests := []struct {
+		name   string
+		inputs []Input
+		want   []string
+	}{
+		{"an application's app.yaml left out of its hash", []Input{{Path: "apps/web/manifests"}, {Path: "apps/web", Except: "app.yaml"}}, []string{"apps/web/app.yaml"}},
+		{"another input reads the whole directory", []Input{{Path: "apps/web", Except: "app.yaml"}, {Path: "apps/web"}}, nil},
+		{"another input reads the file", []Input{{Path: "apps/web", Except: "app.yaml"}, {Path: "apps/web/app.yaml"}}, nil},
+		{"an input on a parent reads it", []Input{{Path: "apps/web", Except: "app.yaml"}, {Path: "apps"}}, nil},
+		{"inputs leave out different entries", []Input{{Path: "apps/web", Except: "app.yaml"}, {Path: "apps/web", Except: "values.yaml"}}, nil},
+		{"no except", []Input{{Path: "apps/web"}}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := sampleSlice()
+			s.Units[2].Inputs = tt.inputs
+			if got := s.RepoExclusions(); !reflect.DeepEqual(got, tt.want) {
+				t.Fatalf("RepoExclusions = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestHashDirExceptMissing: a directory that held only the skipped entry,
+// which a published slice leaves out whole, hashes as it does in main.
+func TestHashDirExceptMissing(t *testing.T) {
+	main, sliced := t.TempDir(), t.TempDir()
+	if err := os.MkdirAll(filepath.Join(main, "apps", "db"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(main, "apps", "db", "app.yaml"), []byte("kind: Application\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	want, err := NewTreeHasher(main).HashDirExcept("apps/db", "app.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := NewTreeHasher(sliced).HashDirExcept("apps/db", "app.yaml"); err != nil || got != want {
+		t.Fatalf("missing directory: %s, %v; want %s", got, err, want)
+	}
+	if _, err := NewTreeHasher(sliced).HashDirExcept("apps/db", ""); err == nil {
+		t.Fatal("a missing directory without a skipped entry must be an error")
+	}
+}
