@@ -39,18 +39,7 @@ func UnitDir(cluster, unit string) string {
 // commits hold these (gitrepo.CutSlices), less RepoExclusions.
 func (s *Slice) RepoPaths() []string {
 	set := map[string]bool{ClusterDir(s.Cluster): true}
-	for _, u := range s.Units {
-		set[u.Path] = true
-		for _, in := range u.Inputs {
-			set[in.Path] = true
-		}
-		if u.Helm != nil {
-			set[u.Helm.Chart] = true
-			if u.Helm.Values != "" {
-				set[u.Helm.Values] = true
-			}
-		}
-	}
+	s.sources(func(p, _ string) { set[p] = true })
 	all := make([]string, 0, len(set))
 	for p := range set {
 		all = append(all, p)
@@ -72,27 +61,18 @@ func (s *Slice) RepoPaths() []string {
 // path of the slice takes them in. An app.yaml that weighs every cluster
 // of the fleet grows with the fleet; a slice without it does not. Sorted.
 func (s *Slice) RepoExclusions() []string {
-	var plain []string
+	var whole []string
 	excepts := map[string]map[string]bool{} // input path → the entries inputs on it leave out
-	for _, u := range s.Units {
-		plain = append(plain, u.Path)
-		for _, in := range u.Inputs {
-			if in.Except == "" {
-				plain = append(plain, in.Path)
-				continue
-			}
-			if excepts[in.Path] == nil {
-				excepts[in.Path] = map[string]bool{}
-			}
-			excepts[in.Path][in.Except] = true
+	s.sources(func(p, except string) {
+		if except == "" {
+			whole = append(whole, p)
+			return
 		}
-		if u.Helm != nil {
-			plain = append(plain, u.Helm.Chart)
-			if u.Helm.Values != "" {
-				plain = append(plain, u.Helm.Values)
-			}
+		if excepts[p] == nil {
+			excepts[p] = map[string]bool{}
 		}
-	}
+		excepts[p][except] = true
+	})
 	var out []string
 	for dir, entries := range excepts {
 		if len(entries) != 1 {
@@ -100,11 +80,29 @@ func (s *Slice) RepoExclusions() []string {
 		}
 		for entry := range entries {
 			p := path.Join(dir, entry)
-			if !slices.ContainsFunc(plain, func(q string) bool { return q == p || strings.HasPrefix(p, q+"/") }) {
+			if !slices.ContainsFunc(whole, func(q string) bool { return q == p || strings.HasPrefix(p, q+"/") }) {
 				out = append(out, p)
 			}
 		}
 	}
 	sort.Strings(out)
 	return out
+}
+
+// sources calls visit with every repo path a unit of s reads: unit
+// directories, inputs (with the top-level entry the input leaves out, if
+// any) and Helm charts and values.
+func (s *Slice) sources(visit func(p, except string)) {
+	for _, u := range s.Units {
+		visit(u.Path, "")
+		for _, in := range u.Inputs {
+			visit(in.Path, in.Except)
+		}
+		if u.Helm != nil {
+			visit(u.Helm.Chart, "")
+			if u.Helm.Values != "" {
+				visit(u.Helm.Values, "")
+			}
+		}
+	}
 }
