@@ -194,29 +194,27 @@ func newPathFilter(paths []string) (pathFilter, error) {
 	return f, nil
 }
 
-// covers reports whether p is inside a selected subtree, exclusions aside.
-func (f pathFilter) covers(p string) bool {
-	for _, s := range f {
-		if !strings.HasPrefix(s, PathExclude) && (p == s || strings.HasPrefix(p, s+"/")) {
-			return true
-		}
-	}
-	return false
+// match is where a path stands in a filter.
+type match struct {
+	covered  bool // inside a selected subtree, exclusions aside
+	excluded bool // an excluded path, or inside one
+	holds    bool // a directory holding an excluded path
+	leads    bool // a directory holding a selected subtree
 }
 
-// excluded reports whether p is an excluded path or inside one
-// (within == false), or holds one (within == true).
-func (f pathFilter) excluded(p string, within bool) bool {
+// match scans the filter once for p.
+func (f pathFilter) match(p string) match {
+	var m match
 	for _, s := range f {
-		x, ok := strings.CutPrefix(s, PathExclude)
-		if !ok {
+		if x, ok := strings.CutPrefix(s, PathExclude); ok {
+			m.excluded = m.excluded || p == x || strings.HasPrefix(p, x+"/")
+			m.holds = m.holds || strings.HasPrefix(x, p+"/")
 			continue
 		}
-		if within && strings.HasPrefix(x, p+"/") || !within && (p == x || strings.HasPrefix(p, x+"/")) {
-			return true
-		}
+		m.covered = m.covered || p == s || strings.HasPrefix(p, s+"/")
+		m.leads = m.leads || strings.HasPrefix(s, p+"/")
 	}
-	return false
+	return m
 }
 
 // includes reports whether p is inside a selected subtree, whole: none of
@@ -225,18 +223,15 @@ func (f pathFilter) includes(p string) bool {
 	if f == nil {
 		return true
 	}
-	return f.covers(p) && !f.excluded(p, false) && !f.excluded(p, true)
+	m := f.match(p)
+	return m.covered && !m.excluded && !m.holds
 }
 
 // leadsTo reports whether directory p contains a selected subtree, or is
 // selected with a part of it excluded.
 func (f pathFilter) leadsTo(p string) bool {
-	for _, s := range f {
-		if !strings.HasPrefix(s, PathExclude) && strings.HasPrefix(s, p+"/") {
-			return true
-		}
-	}
-	return f.covers(p) && !f.excluded(p, false) && f.excluded(p, true)
+	m := f.match(p)
+	return m.leads || m.covered && !m.excluded && m.holds
 }
 
 // validEntryName rejects tree entry names that could escape their directory
