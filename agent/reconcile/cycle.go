@@ -51,11 +51,29 @@ func (l *Loop) sync(ctx context.Context) syncOutcome {
 		l.syncFailures = 0
 		attrs := []any{"revision", res.Revision, "changed", res.Changed, "fetched", res.Fetched, "duration", d}
 		if f, ok := l.cfg.Source.(Follower); ok {
-			attrs = append(attrs, "ref", f.Following())
+			ref := f.Following()
+			attrs = append(attrs, "ref", ref)
+			l.logFollowing(ref, f.AwaitingSlice())
 		}
 		l.log.Debug("git sync", attrs...)
 	}
 	return syncOutcome{res: res, err: err}
+}
+
+// logFollowing says once, when it changes, which ref the agent fetches;
+// a warning while it fetches the whole branch for want of a slice ref,
+// whose size and the agent's memory grow with the fleet (docs/capacity.md).
+func (l *Loop) logFollowing(ref string, awaitingSlice bool) {
+	if ref == l.following {
+		return
+	}
+	l.following = ref
+	if awaitingSlice {
+		l.log.Warn("no slice ref published for this cluster: fetching the whole branch, which grows with the fleet; "+
+			"run flotilla publish after every merge (the fleet repo template's flotilla-publish job)", "ref", ref)
+		return
+	}
+	l.log.Info("following ref", "ref", ref)
 }
 
 // loopProblem is a loop-level failure of a cycle.

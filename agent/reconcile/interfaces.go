@@ -24,6 +24,9 @@ type Source interface {
 // the cluster's slice ref once published, else the branch), for the log.
 type Follower interface {
 	Following() string
+	// AwaitingSlice: the Source would follow a slice ref but the remote
+	// has none yet, so it fetches the whole branch.
+	AwaitingSlice() bool
 }
 
 // Checkouter gives the checkout of an older commit of the branch

@@ -136,6 +136,8 @@ type Loop struct {
 	// syncFailures counts consecutive failed Git syncs; Run backs its
 	// polls off while Git fails (pollDelay).
 	syncFailures int
+	// following is the ref the last sync followed (logFollowing).
+	following string
 
 	unitsMu sync.Mutex
 	units   map[string]*unitState

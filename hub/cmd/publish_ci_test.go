@@ -18,14 +18,8 @@ import (
 	"github.com/flotilla-gitops/flotilla/test/gitserver"
 )
 
-// asCLIEnv makes this test binary the flotilla CLI (TestMain), so a test
-// can run the template's CI shell as written, with `flotilla` on PATH.
-const asCLIEnv = "FLOTILLA_TEST_AS_CLI"
-
 func TestMain(m *testing.M) {
-	if os.Getenv(asCLIEnv) == "1" {
-		os.Exit(Execute())
-	}
+	cijob.ServeCLIIfRequested(Execute)
 	os.Exit(m.Run())
 }
 
@@ -50,7 +44,7 @@ func TestTemplatePublishCI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cli := cliOnPath(t)
+	_, cliEnv := cijob.CLIOnPath(t, "flotilla")
 
 	cases := []struct {
 		file   string
@@ -79,7 +73,7 @@ func TestTemplatePublishCI(t *testing.T) {
 			}
 			repo := "fleet-" + string(rune('a'+i))
 			srv.MustCreateRepo(t, repo, templateDir)
-			env := append(os.Environ(), "PATH="+cli+string(os.PathListSeparator)+os.Getenv("PATH"), asCLIEnv+"=1",
+			env := append(append(os.Environ(), cliEnv...),
 				"HOME="+t.TempDir(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1", "GIT_TERMINAL_PROMPT=0")
 			env = append(env, tc.env(repo)...)
 			publish := func() map[string]string {
@@ -136,21 +130,6 @@ func TestTemplatePublishCI(t *testing.T) {
 			}
 		})
 	}
-}
-
-// cliOnPath returns a directory holding `flotilla`, this test binary (it
-// is the CLI when asCLIEnv is set).
-func cliOnPath(t *testing.T) string {
-	t.Helper()
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	if err := os.Symlink(self, filepath.Join(dir, "flotilla")); err != nil {
-		t.Fatal(err)
-	}
-	return dir
 }
 
 // githubStep returns the run script of a GitHub Actions job's named step.

@@ -376,7 +376,7 @@ func TestRolloutDueCommand(t *testing.T) {
 // changes rendered/rollouts/ (not the job's own pushes), the schedule kept
 // as the fallback, one run at a time.
 func TestTemplateRolloutCI(t *testing.T) {
-	cli := cliOnPath(t)
+	cli, cliEnv := cijob.CLIOnPath(t, "flotilla")
 	// gh, as the GitHub job calls it: each call is logged.
 	gh := filepath.Join(cli, "gh")
 	if err := os.WriteFile(gh, []byte("#!/bin/sh\necho \"$*\" >> \"$GH_LOG\"\n"), 0o755); err != nil {
@@ -423,7 +423,7 @@ func TestTemplateRolloutCI(t *testing.T) {
 			url := srv.MustCreateRepo(t, repo, dir)
 			pub := publisher{t, srv, url}
 			ghLog := filepath.Join(t.TempDir(), "gh.log")
-			env := append(os.Environ(), "PATH="+cli+string(os.PathListSeparator)+os.Getenv("PATH"), asCLIEnv+"=1", "GH_LOG="+ghLog,
+			env := append(append(os.Environ(), cliEnv...), "GH_LOG="+ghLog,
 				"HOME="+t.TempDir(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1", "GIT_TERMINAL_PROMPT=0")
 			env = append(env, tc.vars(doc)...)
 			env = append(env, "FLOTILLA_ROLLOUT_FOLLOW=120", "FLOTILLA_ROLLOUT_POLL=1", "CI_SERVER_PROTOCOL=http", "CI_SERVER_HOST="+host,

@@ -72,31 +72,33 @@ func ReadRefs(ctx context.Context, remote, prefix string, opts ReadOptions) ([]R
 	if err != nil {
 		return nil, err
 	}
-	var st storage.Storer = memory.NewStorage()
-	if opts.CacheDir != "" {
-		r, err := openCache(opts.CacheDir)
-		if err != nil {
-			return nil, err
-		}
-		st = r.Storer
-	}
-	if err := syncRefs(ctx, st, ep, opts.Timeout, prefix); err != nil && opts.CacheDir != "" && !isTransportError(err) && ctx.Err() == nil {
-		// The cache is damaged: start it again once.
-		if rmErr := os.RemoveAll(opts.CacheDir); rmErr != nil {
-			return nil, errors.Join(err, rmErr)
-		}
-		r, oerr := openCache(opts.CacheDir)
-		if oerr != nil {
-			return nil, oerr
-		}
-		st = r.Storer
+	read := func(st storage.Storer) ([]RefFiles, error) {
 		if err := syncRefs(ctx, st, ep, opts.Timeout, prefix); err != nil {
 			return nil, err
 		}
-	} else if err != nil {
+		return readLocalRefs(ctx, st, prefix, opts)
+	}
+	if opts.CacheDir == "" {
+		return read(memory.NewStorage())
+	}
+	r, err := openCache(opts.CacheDir)
+	if err != nil {
 		return nil, err
 	}
-	return readLocalRefs(ctx, st, prefix, opts)
+	refs, err := read(r.Storer)
+	if err == nil || isTransportError(err) || ctx.Err() != nil {
+		return refs, err
+	}
+	// The cache is damaged, or a shallow fetch into it left out an object
+	// a ref needs (seen when refs move during the fetch): start it again
+	// once.
+	if rmErr := os.RemoveAll(opts.CacheDir); rmErr != nil {
+		return nil, errors.Join(err, rmErr)
+	}
+	if r, err = openCache(opts.CacheDir); err != nil {
+		return nil, err
+	}
+	return read(r.Storer)
 }
 
 // syncRefs makes st's refs under prefix equal the remote's: lists them,

@@ -2,6 +2,7 @@ package gitrepo_test
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -80,6 +81,20 @@ func TestReadRefs(t *testing.T) {
 		if d := srv.Stats("fleet").Sub(before); d.UploadPacks != 0 || d.InfoRefs != 1 {
 			t.Fatalf("unchanged read requests = %+v", d)
 		}
+	})
+	t.Run("a cache that lost objects its refs need starts again", func(t *testing.T) {
+		objects := filepath.Join(opts.CacheDir, "objects")
+		if _, err := os.Stat(objects); err != nil {
+			t.Fatalf("cache layout: %v", err)
+		}
+		if err := os.RemoveAll(objects); err != nil {
+			t.Fatal(err)
+		}
+		refs, err := gitrepo.ReadRefs(ctx, srv.URL("fleet"), prefix, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		check(t, refs)
 	})
 	t.Run("local mirror", func(t *testing.T) {
 		dir := filepath.Join(t.TempDir(), "mirror.git")

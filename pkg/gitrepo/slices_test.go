@@ -313,7 +313,7 @@ func TestSliceRefOptional(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Hash != head || src.Following() != "refs/heads/main" {
+	if res.Hash != head || src.Following() != "refs/heads/main" || !src.AwaitingSlice() {
 		t.Fatalf("before publishing: sync = %+v following %s, want main's head on the branch", res, src.Following())
 	}
 	if got := readDir(t, res.Dir); got["charts/other/Chart.yaml"] == "" {
@@ -325,7 +325,7 @@ func TestSliceRefOptional(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Hash != head || res.Changed || src.Following() != gitrepo.SliceRef("member1") {
+	if res.Hash != head || res.Changed || src.Following() != gitrepo.SliceRef("member1") || src.AwaitingSlice() {
 		t.Fatalf("after publishing: sync = %+v following %s, want the same revision from the slice", res, src.Following())
 	}
 	if got := readDir(t, res.Dir); got["rendered/member1/slice.yaml"] != sliceFleet["rendered/member1/slice.yaml"] {

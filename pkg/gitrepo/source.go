@@ -146,6 +146,15 @@ func (s *Source) Following() string {
 	return s.fetchRef().String()
 }
 
+// AwaitingSlice reports that the last Sync followed the branch because
+// the remote has no slice ref for this Source yet (RefOptional): the fetch
+// grows with the fleet until CI publishes slices.
+func (s *Source) AwaitingSlice() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.Ref != "" && s.onBranch
+}
+
 func (s *Source) repoDir() string      { return filepath.Join(s.CacheDir, "repo") }
 func (s *Source) checkoutsDir() string { return filepath.Join(s.CacheDir, "checkouts") }
 func (s *Source) statePath() string    { return filepath.Join(s.CacheDir, "state.json") }

@@ -341,8 +341,10 @@ func TestWriterRunHeartbeats(t *testing.T) {
 			t.Errorf("commit %q is not a heartbeat", l)
 		}
 	}
-	if e.w.Pending() || pushCount(t, e.reg, PushSuccess) != float64(beats+1) {
-		t.Errorf("pending %v, %v successful pushes for %d commits", e.w.Pending(), pushCount(t, e.reg, PushSuccess), beats+1)
+	// Not Pending(): on a busy machine the next heartbeat may be due, and
+	// its push cancelled, when Run ends; it is then rightly pending.
+	if got := pushCount(t, e.reg, PushSuccess); got != float64(beats+1) {
+		t.Errorf("%v successful pushes for %d commits", got, beats+1)
 	}
 }
 

@@ -168,8 +168,10 @@ func (p *Process) PeakRSS() int64 {
 
 // StatusKiB reads a kB field of the running process's /proc/<pid>/status
 // (VmRSS, VmHWM, RssAnon, RssFile); 0 when it cannot be read.
-func (p *Process) StatusKiB(field string) int64 {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.Pid()))
+func (p *Process) StatusKiB(field string) int64 { return statusKiB(p.Pid(), field) }
+
+func statusKiB(pid int, field string) int64 {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return 0
 	}
@@ -180,6 +182,35 @@ func (p *Process) StatusKiB(field string) int64 {
 		}
 	}
 	return 0
+}
+
+// ResetPeakRSS starts the process's VmHWM again from its current
+// resident set (Linux clear_refs), so a phase can read its own peak.
+func (p *Process) ResetPeakRSS() error {
+	return os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", p.Pid()), []byte("5"), 0)
+}
+
+// TreeRSSKiB is the resident set of the running process and of every
+// process it started (its Helm workers), in kB: what a container's memory
+// limit counts. 0 when the process has ended.
+func (p *Process) TreeRSSKiB() int64 {
+	var total int64
+	pids := []int{p.Pid()}
+	for len(pids) > 0 {
+		pid := pids[0]
+		pids = pids[1:]
+		total += statusKiB(pid, "VmRSS")
+		tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+		for _, task := range tasks {
+			children, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/children", pid, task.Name()))
+			for _, f := range strings.Fields(string(children)) {
+				if child, err := strconv.Atoi(f); err == nil {
+					pids = append(pids, child)
+				}
+			}
+		}
+	}
+	return total
 }
 
 // MappedKiB sums the resident kB of the running process's mappings of

@@ -11,7 +11,9 @@ import (
 	"github.com/go-logr/logr"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
+	hubcmd "github.com/flotilla-gitops/flotilla/hub/cmd"
 	"github.com/flotilla-gitops/flotilla/pkg/render"
+	"github.com/flotilla-gitops/flotilla/test/cijob"
 	"github.com/flotilla-gitops/flotilla/test/gitserver"
 	"github.com/flotilla-gitops/flotilla/test/testenv"
 )
@@ -44,6 +46,8 @@ func TestMain(m *testing.M) {
 	// Helm templates render in worker processes that re-execute this test
 	// binary: serve and exit when started as one.
 	render.ServeWorkerIfRequested()
+	// The template's CI jobs run this binary as `flotilla`.
+	cijob.ServeCLIIfRequested(hubcmd.Execute)
 	ctrllog.SetLogger(logr.Discard())
 	code := m.Run()
 	for _, sc := range agentShared.clusters {

@@ -69,6 +69,7 @@ type Stats struct {
 	BytesReceived       int64 // request body bytes, all requests
 	UploadPackBytesSent int64 // response bytes of git-upload-pack POSTs (the packs fetched)
 	ReceivePackBytes    int64 // request bytes of git-receive-pack POSTs (the packs pushed)
+	PushBytesSent       int64 // response bytes of pushes: receive-pack's ref advertisement (every ref, v0) and its report
 }
 
 // Sub returns s minus before, to look at what happened in between.
@@ -84,6 +85,7 @@ func (s Stats) Sub(before Stats) Stats {
 		BytesReceived:       s.BytesReceived - before.BytesReceived,
 		UploadPackBytesSent: s.UploadPackBytesSent - before.UploadPackBytesSent,
 		ReceivePackBytes:    s.ReceivePackBytes - before.ReceivePackBytes,
+		PushBytesSent:       s.PushBytesSent - before.PushBytesSent,
 	}
 }
 
@@ -476,6 +478,9 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 	s.count(repo, func(st *Stats) {
 		st.BytesSent += cw.n
 		st.BytesReceived += body.n
+		if service == "git-receive-pack" || op == "git-receive-pack" {
+			st.PushBytesSent += cw.n
+		}
 		switch {
 		case op == "info/refs" && service == "git-upload-pack":
 			st.InfoRefs++
