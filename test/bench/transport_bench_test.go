@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -215,19 +216,30 @@ func benchTransport(b *testing.B, clusters int) {
 
 // statusRefs gives the fleet repo name one status ref per cluster, as when the
 // agents write status there (what a v0 poll downloads the names of).
-func statusRefs(b *testing.B, srv *gitserver.Server, name string, clusters int) {
+func statusRefs(b *testing.B, srv *gitserver.Server, name string, clusters int, except ...string) {
 	b.Helper()
 	repo := srv.RepoPath(name)
-	head := srv.Head(name, "main")
+	// One small status commit for all of them, as an agent's is (a ref
+	// pointing at main would make a status writer fetch main's tree).
+	git := func(stdin string, args ...string) string {
+		cmd := exec.Command("git", append([]string{"--git-dir=" + repo, "-c", "user.name=agent", "-c", "user.email=agent@example.com"}, args...)...)
+		cmd.Stdin = strings.NewReader(stdin)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			b.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	blob := git("apiVersion: flotilla.dev/v1alpha1\nkind: ClusterStatus\n", "hash-object", "-w", "--stdin")
+	tree := git("100644 blob "+blob+"\tstatus.yaml\n", "mktree")
+	commit := git("", "commit-tree", tree, "-m", "status")
 	var in strings.Builder
 	for i := 0; i < clusters; i++ {
-		fmt.Fprintf(&in, "create %s %s\n", gitserver.StatusRef(ClusterName(i)), head)
+		if !slices.Contains(except, ClusterName(i)) {
+			fmt.Fprintf(&in, "create %s %s\n", gitserver.StatusRef(ClusterName(i)), commit)
+		}
 	}
-	cmd := exec.Command("git", "--git-dir="+repo, "update-ref", "--stdin")
-	cmd.Stdin = strings.NewReader(in.String())
-	if out, err := cmd.CombinedOutput(); err != nil {
-		b.Fatalf("update-ref: %v\n%s", err, out)
-	}
+	git(in.String(), "update-ref", "--stdin")
 }
 
 // publish runs bin/flotilla publish in the publisher's clone.

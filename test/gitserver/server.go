@@ -70,6 +70,7 @@ type Stats struct {
 	UploadPackBytesSent int64 // response bytes of git-upload-pack POSTs (the packs fetched)
 	ReceivePackBytes    int64 // request bytes of git-receive-pack POSTs (the packs pushed)
 	PushBytesSent       int64 // response bytes of pushes: receive-pack's ref advertisement (every ref, v0) and its report
+	V2BytesSent         int64 // response bytes of requests in protocol v2 (Git-Protocol: version=2)
 }
 
 // Sub returns s minus before, to look at what happened in between.
@@ -86,6 +87,7 @@ func (s Stats) Sub(before Stats) Stats {
 		UploadPackBytesSent: s.UploadPackBytesSent - before.UploadPackBytesSent,
 		ReceivePackBytes:    s.ReceivePackBytes - before.ReceivePackBytes,
 		PushBytesSent:       s.PushBytesSent - before.PushBytesSent,
+		V2BytesSent:         s.V2BytesSent - before.V2BytesSent,
 	}
 }
 
@@ -446,6 +448,7 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 		r.Header.Del("Git-Protocol")
 	}
 	r.Header.Del("Authorization")
+	v2 := strings.Contains(r.Header.Get("Git-Protocol"), "version=2")
 	lsRefs := false
 	if op == "git-upload-pack" && strings.Contains(r.Header.Get("Git-Protocol"), "version=2") {
 		// Tell a v2 ls-refs from a fetch by its first pkt-line.
@@ -480,6 +483,9 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 		st.BytesReceived += body.n
 		if service == "git-receive-pack" || op == "git-receive-pack" {
 			st.PushBytesSent += cw.n
+		}
+		if v2 {
+			st.V2BytesSent += cw.n
 		}
 		switch {
 		case op == "info/refs" && service == "git-upload-pack":
