@@ -609,14 +609,7 @@ func benchAgentFetch(b *testing.B) {
 	b.StopTimer()
 
 	// One application changes (app-01: an image on every cloud cluster).
-	app := filepath.Join(dir, "apps", AppName(1), "manifests", "deployment.yaml")
-	data, err := os.ReadFile(app)
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := os.WriteFile(app, []byte(strings.Replace(string(data), "nginx:1.27", "nginx:1.28", 1)), 0o644); err != nil {
-		b.Fatal(err)
-	}
+	changeAppImage(b, dir)
 	agentBenchRender(b, dir)
 	_, _, changed := agentBenchPush(b, srv, "fleet", dir, tree, "app-01: nginx 1.28")
 

@@ -3,7 +3,6 @@ package bench
 import (
 	"context"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -112,14 +111,7 @@ func benchDefaultInstall(b *testing.B, clusters int) {
 	}
 
 	// One application changes (app-01's image), merged and published.
-	app := filepath.Join(dir, "apps", AppName(1), "manifests", "deployment.yaml")
-	data, err := os.ReadFile(app)
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := os.WriteFile(app, []byte(strings.Replace(string(data), "nginx:1.27", "nginx:1.28", 1)), 0o644); err != nil {
-		b.Fatal(err)
-	}
+	changeAppImage(b, dir)
 	agentBenchRender(b, dir)
 	if err := p.ResetPeakRSS(); err != nil {
 		b.Fatal(err)

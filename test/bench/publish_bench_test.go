@@ -98,15 +98,8 @@ func benchPublish(b *testing.B, clusters int) {
 	first := run("first publish")
 	b.StopTimer()
 
-	app := filepath.Join(dir, "apps", AppName(1), "manifests", "deployment.yaml")
-	data, err := os.ReadFile(app)
-	if err != nil {
-		b.Fatal(err)
-	}
 	before := agentBenchTree(b, dir)
-	if err := os.WriteFile(app, []byte(strings.Replace(string(data), "nginx:1.27", "nginx:1.28", 1)), 0o644); err != nil {
-		b.Fatal(err)
-	}
+	changeAppImage(b, dir)
 	agentBenchRender(b, dir)
 	_, _, changed := agentBenchPush(b, srv, goGitRepo, dir, before, "app-01: nginx 1.28")
 	gitCLI(b, publisher, "fetch", "-q", srv.RepoPath(goGitRepo), "+refs/heads/main:refs/heads/main")

@@ -97,11 +97,6 @@ func benchTransport(b *testing.B, clusters int) {
 
 	// The cluster measured: the first whose slice app-01's change touches.
 	before := tree
-	app := filepath.Join(dir, "apps", AppName(1), "manifests", "deployment.yaml")
-	data, err := os.ReadFile(app)
-	if err != nil {
-		b.Fatal(err)
-	}
 	auth := gitrepo.Auth{Username: gitserver.Maintainer, Password: srv.Password(gitserver.Maintainer)}
 	modes := []transportMode{
 		{name: "branch-v0", protocol: gitrepo.ProtocolV0},
@@ -129,6 +124,7 @@ func benchTransport(b *testing.B, clusters int) {
 		start := time.Now()
 		var res gitrepo.Result
 		runs[i].coldHeap = heapPeak(func() {
+			var err error
 			if res, err = sources[i].Sync(ctx); err != nil {
 				b.Fatalf("%s: cold sync: %v", m.name, err)
 			}
@@ -146,9 +142,7 @@ func benchTransport(b *testing.B, clusters int) {
 
 	// The change: app-01's image on every cloud cluster, rendered, merged,
 	// published.
-	if err := os.WriteFile(app, []byte(strings.Replace(string(data), "nginx:1.27", "nginx:1.28", 1)), 0o644); err != nil {
-		b.Fatal(err)
-	}
+	changeAppImage(b, dir)
 	agentBenchRender(b, dir)
 	head, after, changedAll := agentBenchPush(b, srv, "fleet", dir, before, "app-01: nginx 1.28")
 	gitCLI(b, publisher, "fetch", "-q", srv.RepoPath("fleet"), "+refs/heads/main:refs/heads/main")
@@ -240,6 +234,21 @@ func statusRefs(b *testing.B, srv *gitserver.Server, name string, clusters int, 
 		}
 	}
 	git(in.String(), "update-ref", "--stdin")
+}
+
+// changeAppImage makes the one-app change the benchmarks measure in a
+// generated fleet: app-01's image, nginx 1.27 → 1.28, wherever it runs
+// (every cloud cluster). The caller renders and pushes it.
+func changeAppImage(b *testing.B, dir string) {
+	b.Helper()
+	app := filepath.Join(dir, "apps", AppName(1), "manifests", "deployment.yaml")
+	data, err := os.ReadFile(app)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := os.WriteFile(app, []byte(strings.Replace(string(data), "nginx:1.27", "nginx:1.28", 1)), 0o644); err != nil {
+		b.Fatal(err)
+	}
 }
 
 // publish runs bin/flotilla publish in the publisher's clone.
