@@ -14,8 +14,9 @@ import (
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	"github.com/spf13/pflag"
 
-	"github.com/flotilla-gitops/flotilla/agent/state"
 	"sigs.k8s.io/yaml"
+
+	"github.com/flotilla-gitops/flotilla/agent/state"
 
 	"github.com/flotilla-gitops/flotilla/agent/reconcile"
 	"github.com/flotilla-gitops/flotilla/pkg/apply"

@@ -33,6 +33,7 @@ import (
 	"github.com/flotilla-gitops/flotilla/agent/state"
 	"github.com/flotilla-gitops/flotilla/pkg/apply"
 	"github.com/flotilla-gitops/flotilla/pkg/gitrepo"
+	"github.com/flotilla-gitops/flotilla/pkg/redact"
 	"github.com/flotilla-gitops/flotilla/pkg/render"
 	"github.com/flotilla-gitops/flotilla/pkg/version"
 	"github.com/flotilla-gitops/flotilla/pkg/volcano"
@@ -221,7 +222,7 @@ func run(ctx context.Context, o *options, stderr io.Writer) (err error) {
 	defer servers.shutdown()
 
 	log.Info("flotilla-agent starting", "version", version.String("flotilla-agent"), "cluster", o.clusterName,
-		"repo", redactURL(o.repoURL), "branch", o.branch, "interval", o.interval, "namespace", o.namespace,
+		"repo", redact.URL(o.repoURL), "branch", o.branch, "interval", o.interval, "namespace", o.namespace,
 		"leaderElection", o.leaderElect, "credentials", auth.String(), "helmWorkerMemoryMiB", helmMemory>>20, "goMemoryLimitMiB", goMemoryLimit>>20)
 	if !o.leaderElect {
 		leading.Store(true)
@@ -401,15 +402,6 @@ func secrets(a gitrepo.Auth, repoURL string) []string {
 		}
 	}
 	return out
-}
-
-func redactURL(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil || u.User == nil {
-		return raw
-	}
-	u.User = url.User("***")
-	return u.String()
 }
 
 func errString(err error) string {

@@ -46,7 +46,7 @@ func (l *Loop) sync(ctx context.Context) syncOutcome {
 	l.cfg.Metrics.ObserveFetch(d, result)
 	if err != nil {
 		l.syncFailures++
-		l.log.Warn("git sync failed", "error", l.redact.err(err), "duration", d)
+		l.log.Warn("git sync failed", "error", l.redact.Error(err), "duration", d)
 	} else {
 		l.syncFailures = 0
 		attrs := []any{"revision", res.Revision, "changed", res.Changed, "fetched", res.Fetched, "duration", d}
@@ -266,12 +266,12 @@ func (l *Loop) fallback(ctx context.Context, refused string) (*acceptedRev, erro
 		}
 		res, err := co.Checkout(ctx, a.res.Hash)
 		if err != nil {
-			l.log.Warn("checking out the last accepted revision failed", "revision", a.res.Revision, "error", l.redact.err(err))
+			l.log.Warn("checking out the last accepted revision failed", "revision", a.res.Revision, "error", l.redact.Error(err))
 			return nil, nil
 		}
 		sl, err := slice.Read(res.Dir, l.cfg.Cluster)
 		if err != nil {
-			l.log.Warn("reading the last accepted revision's slice failed", "revision", a.res.Revision, "error", l.redact.err(err))
+			l.log.Warn("reading the last accepted revision's slice failed", "revision", a.res.Revision, "error", l.redact.Error(err))
 			return nil, nil
 		}
 		a = &acceptedRev{res: res, slice: sl, restored: a.restored}
@@ -287,7 +287,7 @@ func (l *Loop) record(ctx context.Context, a *acceptedRev) {
 		return
 	}
 	if err := l.cfg.State.SaveAccepted(ctx, a.res.Revision); err != nil {
-		l.log.Warn("recording the last accepted revision failed", "revision", a.res.Revision, "error", l.redact.err(err))
+		l.log.Warn("recording the last accepted revision failed", "revision", a.res.Revision, "error", l.redact.Error(err))
 		return
 	}
 	l.recorded = a.res.Revision
@@ -300,7 +300,7 @@ func (l *Loop) prepare(ctx context.Context, rc *cycleRun) {
 	if l.cfg.Discovery != nil {
 		info, err := l.cfg.Discovery.Discover(ctx)
 		if err != nil {
-			l.log.Warn("discovery failed; using the last known capabilities", "error", l.redact.err(err))
+			l.log.Warn("discovery failed; using the last known capabilities", "error", l.redact.Error(err))
 		} else {
 			l.info, l.infoOK = info, true
 		}
@@ -315,7 +315,7 @@ func (l *Loop) prepare(ctx context.Context, rc *cycleRun) {
 	obs, err := l.cfg.Applier.Observe(ctx)
 	if err != nil {
 		// Not fatal: Check and Apply read objects one by one instead.
-		l.log.Warn("observe managed objects failed", "error", l.redact.err(err))
+		l.log.Warn("observe managed objects failed", "error", l.redact.Error(err))
 		obs = nil
 	}
 	rc.obs = obs
@@ -325,7 +325,7 @@ func (l *Loop) prepare(ctx context.Context, rc *cycleRun) {
 func (l *Loop) pruneRemoved(ctx context.Context, rc *cycleRun) {
 	inv, err := l.cfg.Applier.Units(ctx)
 	if err != nil {
-		l.log.Warn("list unit inventories failed; units that left the slice are pruned next cycle", "error", l.redact.err(err))
+		l.log.Warn("list unit inventories failed; units that left the slice are pruned next cycle", "error", l.redact.Error(err))
 		if inv == nil {
 			return
 		}
@@ -380,7 +380,7 @@ func (l *Loop) pruneRemoved(ctx context.Context, rc *cycleRun) {
 				}
 				st.record(outcome{
 					reason: status.ReasonPruneFailed, err: err,
-					message: "unit left the slice; deleting it failed: " + l.redact.err(err),
+					message: "unit left the slice; deleting it failed: " + l.redact.Error(err),
 				}, l.redact, "", "", time.Now())
 				l.log.Warn("delete unit that left the slice failed", "unit", name, "error", st.lastError)
 				return
@@ -449,7 +449,7 @@ func (l *Loop) finish(ctx context.Context, rc *cycleRun, st *status.ClusterStatu
 		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
 		if err := l.cfg.Sink.Publish(pctx, st); err != nil {
-			l.log.Warn("publish status failed", "error", l.redact.err(err))
+			l.log.Warn("publish status failed", "error", l.redact.Error(err))
 		}
 	}
 }

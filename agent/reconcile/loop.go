@@ -16,6 +16,7 @@ import (
 
 	"github.com/flotilla-gitops/flotilla/agent/metrics"
 	"github.com/flotilla-gitops/flotilla/pkg/gitrepo"
+	"github.com/flotilla-gitops/flotilla/pkg/redact"
 	"github.com/flotilla-gitops/flotilla/pkg/render"
 	"github.com/flotilla-gitops/flotilla/pkg/slice"
 	"github.com/flotilla-gitops/flotilla/pkg/status"
@@ -116,7 +117,7 @@ type Config struct {
 type Loop struct {
 	cfg    Config
 	log    *slog.Logger
-	redact redactor
+	redact redact.Scrubber
 
 	trigger chan struct{}
 	ready   atomic.Bool
@@ -215,7 +216,7 @@ func New(cfg Config) (*Loop, error) {
 	return &Loop{
 		cfg:      cfg,
 		log:      log.With("cluster", cfg.Cluster),
-		redact:   newRedactor(cfg.Secrets),
+		redact:   redact.New(cfg.Secrets...),
 		trigger:  make(chan struct{}, 1),
 		verified: map[string]verification{},
 		removed:  map[string]*unitState{},

@@ -7,6 +7,7 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/flotilla-gitops/flotilla/pkg/redact"
 	"github.com/flotilla-gitops/flotilla/pkg/slice"
 	"github.com/flotilla-gitops/flotilla/pkg/status"
 )
@@ -97,7 +98,7 @@ func (l *Loop) finishUnit(rc *cycleRun, u slice.Unit, st *unitState, o outcome) 
 // its Ready, Stalled and Reconciling conditions, its last error and its
 // readiness at its content. revision is the one a Ready unit applied, hash
 // the content hash the outcome is about, now when it ended.
-func (st *unitState) record(o outcome, r redactor, revision, hash string, now time.Time) {
+func (st *unitState) record(o outcome, r redact.Scrubber, revision, hash string, now time.Time) {
 	conds := &st.conditions
 	st.suspended = false
 	st.ready = o.ready()
@@ -115,7 +116,7 @@ func (st *unitState) record(o outcome, r redactor, revision, hash string, now ti
 	switch {
 	case o.keepLastError:
 	case o.err != nil:
-		st.lastError = r.err(o.err)
+		st.lastError = r.Error(o.err)
 	default:
 		st.lastError = o.notReady
 	}

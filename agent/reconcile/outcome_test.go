@@ -10,11 +10,12 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/flotilla-gitops/flotilla/pkg/redact"
 	"github.com/flotilla-gitops/flotilla/pkg/status"
 )
 
 func TestRecordOutcome(t *testing.T) {
-	r := newRedactor([]string{"hunter2-token"})
+	r := redact.New("hunter2-token")
 	cond := func(st *unitState, typ string) string {
 		c := apimeta.FindStatusCondition(st.conditions, typ)
 		if c == nil {
@@ -26,15 +27,15 @@ func TestRecordOutcome(t *testing.T) {
 	now := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
 
 	st.record(outcome{reason: status.ReasonApplyFailed, err: errors.New("token hunter2-token rejected"), stalled: true}, r, "main@sha1:1", "sha256:h1", now)
-	if st.ready || st.lastError != "token *** rejected" ||
-		cond(st, status.ConditionReady) != "False/"+status.ReasonApplyFailed+": token *** rejected" ||
-		cond(st, status.ConditionStalled) != "True/"+status.ReasonApplyFailed+": token *** rejected" ||
+	if st.ready || st.lastError != "token "+redact.Mask+" rejected" ||
+		cond(st, status.ConditionReady) != "False/"+status.ReasonApplyFailed+": token "+redact.Mask+" rejected" ||
+		cond(st, status.ConditionStalled) != "True/"+status.ReasonApplyFailed+": token "+redact.Mask+" rejected" ||
 		cond(st, status.ConditionReconciling) != "-" {
 		t.Errorf("failed: %+v", st)
 	}
 
 	st.record(outcome{reason: status.ReasonDependencyNotReady, message: "dependencies not ready: a", keepLastError: true, progressing: true}, r, "main@sha1:1", "sha256:h1", now)
-	if st.ready || st.lastError != "token *** rejected" ||
+	if st.ready || st.lastError != "token "+redact.Mask+" rejected" ||
 		cond(st, status.ConditionReady) != "False/"+status.ReasonDependencyNotReady+": dependencies not ready: a" ||
 		cond(st, status.ConditionStalled) != "-" ||
 		cond(st, status.ConditionReconciling) != "True/"+status.ReasonProgressing+": dependencies not ready: a" {
@@ -57,7 +58,7 @@ func TestRecordOutcome(t *testing.T) {
 // run at its current content, whatever the Ready condition's transition
 // time says; readyHashes keeps the contents it has been Ready at.
 func TestRecordReadiness(t *testing.T) {
-	r := newRedactor(nil)
+	r := redact.Scrubber{}
 	t0 := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
 	ready := outcome{reason: status.ReasonSucceeded}
 	failed := outcome{reason: status.ReasonApplyFailed, err: errors.New("denied")}

@@ -163,7 +163,7 @@ func (l *Loop) startHeartbeats(ctx context.Context) (stop func()) {
 					continue
 				}
 				if err := l.cfg.Sink.Publish(hctx, doc); err != nil && hctx.Err() == nil {
-					l.log.Warn("publish progress failed", "error", l.redact.err(err))
+					l.log.Warn("publish progress failed", "error", l.redact.Error(err))
 				}
 			}
 		}

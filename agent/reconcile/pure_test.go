@@ -12,31 +12,6 @@ import (
 	"github.com/flotilla-gitops/flotilla/pkg/status"
 )
 
-func TestRedact(t *testing.T) {
-	r := newRedactor([]string{"hunter2-token", "", "abc", "  s3cr3t  "})
-	tests := []struct{ in, want string }{
-		{"fetch https://user:hunter2-token@git.example.com/f.git: 401", "fetch https://***@git.example.com/f.git: 401"},
-		{"ssh://git@example.com/f.git refused", "ssh://***@example.com/f.git refused"},
-		{"token hunter2-token rejected", "token *** rejected"},
-		{"password s3cr3t", "password ***"},
-		{"abc is too short to be scrubbed", "abc is too short to be scrubbed"},
-		{"plain message", "plain message"},
-	}
-	for _, tc := range tests {
-		if got := r.redact(tc.in); got != tc.want {
-			t.Errorf("redact(%q) = %q, want %q", tc.in, got, tc.want)
-		}
-	}
-	long := strings.Repeat("é", maxMessage)
-	got := r.redact(long)
-	if len(got) > maxMessage+len(" […]") || !strings.HasSuffix(got, " […]") || !strings.HasPrefix(got, "é") {
-		t.Errorf("long message: %d bytes, suffix %q", len(got), got[len(got)-8:])
-	}
-	if r.err(nil) != "" {
-		t.Error("nil error must redact to empty")
-	}
-}
-
 func TestJitter(t *testing.T) {
 	const d = time.Minute
 	if Jitter(d, 0) != d || Jitter(0, 0.1) != 0 {

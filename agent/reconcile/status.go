@@ -31,7 +31,7 @@ func (l *Loop) buildStatus(rc *cycleRun, fetched string, verif *status.Verificat
 	}
 	var msgs []string
 	for _, p := range problems {
-		msgs = append(msgs, l.redact.err(p.err))
+		msgs = append(msgs, l.redact.Error(p.err))
 	}
 	st.LastError = strings.Join(msgs, "; ")
 

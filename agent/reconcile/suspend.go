@@ -33,7 +33,7 @@ func (l *Loop) suspendUnit(ctx context.Context, rc *cycleRun, u slice.Unit, st *
 		ok, _, err := l.cfg.Applier.CheckReady(ctx, u.Name)
 		ready = err == nil && ok
 		if err != nil && !errors.Is(err, apply.ErrNoInventory) {
-			l.log.Debug("suspended unit's health unknown", "unit", u.Name, "error", l.redact.err(err))
+			l.log.Debug("suspended unit's health unknown", "unit", u.Name, "error", l.redact.Error(err))
 		}
 	}
 	if st.appliedRevision != "" {

@@ -151,7 +151,7 @@ func (l *Loop) reconcileUnit(ctx context.Context, rc *cycleRun, u slice.Unit, st
 	}
 	chk, err := l.cfg.Applier.Check(ctx, u.Name, rc.obs)
 	if err != nil {
-		log.Debug("check failed; rendering the unit", "error", l.redact.err(err))
+		log.Debug("check failed; rendering the unit", "error", l.redact.Error(err))
 		chk = nil
 	}
 
@@ -263,7 +263,7 @@ func (l *Loop) restoreDrift(ctx context.Context, rc *cycleRun, u slice.Unit, st 
 	}
 	// The good checkout may be one the unit was only found up to date at.
 	if err := slice.CheckHash(slice.NewTreeHasher(g.dir), g.unit); err != nil {
-		l.log.Warn("drifted objects not restored: the last good checkout does not match its slice", "unit", u.Name, "revision", g.revision, "error", l.redact.err(err))
+		l.log.Warn("drifted objects not restored: the last good checkout does not match its slice", "unit", u.Name, "revision", g.revision, "error", l.redact.Error(err))
 		return
 	}
 	out, err := render.Unit(ctx, g.dir, g.unit, rc.renderOpts)
@@ -275,7 +275,7 @@ func (l *Loop) restoreDrift(ctx context.Context, rc *cycleRun, u slice.Unit, st 
 		l.countResult(rc, st, res)
 	}
 	if err != nil {
-		l.log.Warn("restoring drifted objects from the last good revision failed", "unit", u.Name, "revision", g.revision, "error", l.redact.err(err))
+		l.log.Warn("restoring drifted objects from the last good revision failed", "unit", u.Name, "revision", g.revision, "error", l.redact.Error(err))
 		return
 	}
 	l.log.Info("drifted objects restored from the last good revision", "unit", u.Name, "revision", g.revision, "driftCorrected", res.DriftCorrected)

@@ -79,7 +79,7 @@ func (l *Loop) submitJob(ctx context.Context, rc *cycleRun, u slice.Unit, st *un
 	case !res.Ready:
 		// An unschedulable job needs a change (in Git or in capacity); the
 		// others are on their way.
-		msg := l.redact.redact(res.Message)
+		msg := l.redact.String(res.Message)
 		o := outcome{
 			reason: res.Reason, notReady: msg, progressing: res.Reason != volcano.ReasonUnschedulable, count: countWaiting,
 			log:      "job not submitted at this revision",
@@ -109,7 +109,7 @@ func (l *Loop) retainJob(ctx context.Context, unit string) bool {
 	if err != nil {
 		// Deleting is what a removed unit asks for; a failed check only
 		// loses the retention.
-		l.log.Warn("checking a removed job's retention failed; deleting it", "unit", unit, "error", l.redact.err(err))
+		l.log.Warn("checking a removed job's retention failed; deleting it", "unit", unit, "error", l.redact.Error(err))
 		return false
 	}
 	if keep {
@@ -134,14 +134,14 @@ func (l *Loop) addVolcanoStatus(ctx context.Context, rc *cycleRun, st *status.Cl
 	}
 	rep, err := l.cfg.Volcano.Report(ctx, jobUnits)
 	if err != nil {
-		l.log.Warn("volcano job and capacity report failed", "error", l.redact.err(err))
+		l.log.Warn("volcano job and capacity report failed", "error", l.redact.Error(err))
 	}
 	if rep == nil {
 		return
 	}
 	st.Jobs = rep.Jobs
 	for i := range st.Jobs {
-		st.Jobs[i].Message = l.redact.redact(st.Jobs[i].Message)
+		st.Jobs[i].Message = l.redact.String(st.Jobs[i].Message)
 	}
 	st.Capacity = rep.Capacity
 }

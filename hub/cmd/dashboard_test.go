@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/flotilla-gitops/flotilla/pkg/gitrepo"
+	"github.com/flotilla-gitops/flotilla/pkg/redact"
 	"github.com/flotilla-gitops/flotilla/pkg/status"
 	"github.com/flotilla-gitops/flotilla/test/gitserver"
 )
@@ -59,7 +60,7 @@ func TestStatusHTML(t *testing.T) {
 	}
 	for _, want := range []string{
 		"<!DOCTYPE html>", `data-cluster="member1" data-state="InSync"`, `data-cluster="member2" data-state="Failing"`,
-		`data-cluster="edge-1" data-state="NoStatus"`, "password=" + status.Redacted, `href="https://git.example.com/fleet/commit/` + head + `"`,
+		`data-cluster="edge-1" data-state="NoStatus"`, "password=" + redact.Mask, `href="https://git.example.com/fleet/commit/` + head + `"`,
 		"A snapshot; it does not refresh.",
 	} {
 		if !strings.Contains(stdout, want) {

@@ -2,8 +2,6 @@ package apply
 
 import (
 	"context"
-
-	"golang.org/x/sync/errgroup"
 )
 
 // UnitCheck is what Check found about a unit without rendering it.
@@ -71,28 +69,20 @@ func (a *Applier) Check(ctx context.Context, unit string, obs *Observation) (*Un
 		c.ManagedObjects++
 		entries = append(entries, e)
 	}
-	drifted := make([]bool, len(entries))
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(a.opts.Concurrency)
+	qs := make([]liveQuery, len(entries))
 	for i, e := range entries {
+		qs[i] = liveQuery{gvk: e.GroupVersionKind(), id: e.ID, observed: true}
 		if e.Fingerprint == "" {
-			drifted[i] = true
-			continue
+			qs[i].known = &liveMeta{} // drifted whatever is live: not read
 		}
-		if obs != nil {
-			if live, ok := obs.lookup(e.ID); ok {
-				drifted[i] = judgeLive(live, e, unit) == liveDrifted
-				continue
-			}
-		}
-		g.Go(func() error {
-			live, err := a.readLive(gctx, e.GroupVersionKind(), e.ID)
-			drifted[i] = judgeLive(live, e, unit) == liveDrifted
-			return err
-		})
 	}
-	if err := g.Wait(); err != nil {
+	lives, _, err := a.lives(ctx, obs, qs)
+	if err != nil {
 		return nil, err
+	}
+	drifted := make([]bool, len(entries))
+	for i, e := range entries {
+		drifted[i] = e.Fingerprint == "" || judgeLive(lives[i], e, unit) == liveDrifted
 	}
 	for i, e := range entries {
 		if drifted[i] {

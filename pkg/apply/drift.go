@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/fluxcd/cli-utils/pkg/object"
+	"golang.org/x/sync/errgroup"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -77,4 +78,44 @@ func (a *Applier) readLive(ctx context.Context, gvk schema.GroupVersionKind, id 
 		return liveMeta{}, &ObjectError{Op: "read", Group: gvk.Group, Kind: gvk.Kind, Namespace: id.Namespace, Name: id.Name, Class: ErrApply, Cause: err}
 	}
 	return a.liveFromMeta(m), nil
+}
+
+// liveQuery names one object whose live metadata is wanted. known, when
+// set, is the answer already; observed lets the pass's observation answer.
+type liveQuery struct {
+	gvk      schema.GroupVersionKind
+	id       object.ObjMetadata
+	known    *liveMeta
+	observed bool
+}
+
+// lives answers each query from what it knows, else from obs when allowed
+// and obs has the object, else with one metadata read, Concurrency reads
+// at a time. read[i] says whether query i was read from the API server.
+func (a *Applier) lives(ctx context.Context, obs *Observation, qs []liveQuery) (lives []liveMeta, read []bool, err error) {
+	lives, read = make([]liveMeta, len(qs)), make([]bool, len(qs))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(a.opts.Concurrency)
+	for i, q := range qs {
+		if q.known != nil {
+			lives[i] = *q.known
+			continue
+		}
+		if q.observed && obs != nil {
+			if l, ok := obs.lookup(q.id); ok {
+				lives[i] = l
+				continue
+			}
+		}
+		read[i] = true
+		g.Go(func() error {
+			var err error
+			lives[i], err = a.readLive(gctx, q.gvk, q.id)
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, nil, err
+	}
+	return lives, read, nil
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 
 	"github.com/fluxcd/cli-utils/pkg/object"
-	"golang.org/x/sync/errgroup"
 )
 
 // One owner per object. An object whose live copy carries another unit's
@@ -105,33 +104,24 @@ func (a *Applier) claimConflicts(ctx context.Context, u UnitRequest, prev *Inven
 		return toApply, nil, nil
 	}
 	obs := u.Observed.forUnit(prev)
-	owners := make([]string, len(toApply))
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(a.opts.Concurrency)
+	qs := make([]liveQuery, len(toApply))
 	for i, w := range toApply {
-		if w.live != nil {
-			owners[i] = liveOwner(*w.live)
-			continue
-		}
 		// An object new to the unit is read: the observation, taken at the
 		// start of a pass, may predate another unit creating it.
-		if obs != nil && w.prev != nil {
-			if l, ok := obs.lookup(w.d.id); ok {
-				owners[i] = liveOwner(l)
-				continue
-			}
-		}
-		g.Go(func() error {
-			l, err := a.readLive(gctx, w.d.obj.GroupVersionKind(), w.d.id)
-			owners[i] = liveOwner(l)
+		qs[i] = liveQuery{gvk: w.d.obj.GroupVersionKind(), id: w.d.id, known: w.live, observed: w.prev != nil}
+	}
+	lives, read, err := a.lives(ctx, obs, qs)
+	if err != nil {
+		return nil, nil, err
+	}
+	owners := make([]string, len(toApply))
+	for i, w := range toApply {
+		owners[i] = liveOwner(lives[i])
+		if read[i] {
 			// allAbsent reuses the read (an observation's absence would
 			// not do: it lists only managed objects).
-			w.live = &l
-			return err
-		})
-	}
-	if err := g.Wait(); err != nil {
-		return nil, nil, err
+			w.live = &lives[i]
+		}
 	}
 	own := a.owners(u)
 	kept := toApply[:0:0]

@@ -7,7 +7,6 @@ import (
 	"context"
 
 	"github.com/fluxcd/pkg/ssa"
-	"golang.org/x/sync/errgroup"
 )
 
 // plan decides, per rendered object, whether it must be applied. An
@@ -40,23 +39,12 @@ func (a *Applier) plan(ctx context.Context, u UnitRequest, ds []*desired, prev *
 	}
 
 	obs := u.Observed.forUnit(prev)
-	lives := make([]liveMeta, len(check))
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(a.opts.Concurrency)
+	qs := make([]liveQuery, len(check))
 	for i, w := range check {
-		if obs != nil {
-			if l, ok := obs.lookup(w.d.id); ok {
-				lives[i] = l
-				continue
-			}
-		}
-		g.Go(func() error {
-			l, err := a.readLive(gctx, w.d.obj.GroupVersionKind(), w.d.id)
-			lives[i] = l
-			return err
-		})
+		qs[i] = liveQuery{gvk: w.d.obj.GroupVersionKind(), id: w.d.id, observed: true}
 	}
-	if err := g.Wait(); err != nil {
+	lives, _, err := a.lives(ctx, obs, qs)
+	if err != nil {
 		return nil, nil, err
 	}
 	checked := make(map[*work]liveMeta, len(check))

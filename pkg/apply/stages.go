@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sync/atomic"
 	"time"
 
 	"github.com/fluxcd/cli-utils/pkg/object"
@@ -95,28 +94,21 @@ func (a *Applier) rollback(ctx context.Context, created []*desired, toApply []*w
 // allAbsent reports whether none of the objects exists (one metadata read
 // each, far cheaper than a dry-run).
 func (a *Applier) allAbsent(ctx context.Context, toApply []*work) (bool, error) {
-	var found atomic.Bool
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(a.opts.Concurrency)
-	for _, w := range toApply {
-		if w.live != nil { // read by claimConflicts
-			if w.live.exists {
-				found.Store(true)
-			}
-			continue
-		}
-		g.Go(func() error {
-			l, err := a.readLive(gctx, w.d.obj.GroupVersionKind(), w.d.id)
-			if l.exists {
-				found.Store(true)
-			}
-			return err
-		})
+	qs := make([]liveQuery, len(toApply))
+	for i, w := range toApply {
+		// w.live: read by claimConflicts.
+		qs[i] = liveQuery{gvk: w.d.obj.GroupVersionKind(), id: w.d.id, known: w.live}
 	}
-	if err := g.Wait(); err != nil {
+	lives, _, err := a.lives(ctx, nil, qs)
+	if err != nil {
 		return false, err
 	}
-	return !found.Load(), nil
+	for _, l := range lives {
+		if l.exists {
+			return false, nil
+		}
+	}
+	return true, nil
 }
 
 // applyBatch applies one stage's objects in ssa order; consecutive objects

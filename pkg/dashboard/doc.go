@@ -7,7 +7,7 @@
 // the caller has them) into the page's model: every cluster's state with
 // its units (revision, health, last error, drift corrections), the
 // rollout of the branch head, the Volcano jobs and the heartbeat ages.
-// Every free-text field passes status.Redact again on the way in: the
+// Every free-text field passes redact.Text again on the way in: the
 // agents' writer redacts before committing, but a status ref is written by
 // whoever holds its credentials, and a page is published further than Git.
 //

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/duration"
 
 	"github.com/flotilla-gitops/flotilla/pkg/fleetstatus"
+	"github.com/flotilla-gitops/flotilla/pkg/redact"
 	"github.com/flotilla-gitops/flotilla/pkg/rollout"
 	"github.com/flotilla-gitops/flotilla/pkg/status"
 )
@@ -160,7 +161,7 @@ const maxText = status.MaxMessageLength
 
 // clean is the last redaction before a message reaches the page.
 func clean(s string) string {
-	s = status.Redact(s)
+	s = redact.Text(s)
 	if len(s) > maxText {
 		s = strings.ToValidUTF8(s[:maxText], "") + " …"
 	}

@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/flotilla-gitops/flotilla/pkg/fleetstatus"
+	"github.com/flotilla-gitops/flotilla/pkg/redact"
 	"github.com/flotilla-gitops/flotilla/pkg/rollout"
 	"github.com/flotilla-gitops/flotilla/pkg/status"
 )
@@ -160,8 +161,8 @@ func TestSecretsNeverAppear(t *testing.T) {
 				t.Errorf("the %s shows %q", what, secret)
 			}
 		}
-		if !strings.Contains(out, status.Redacted) {
-			t.Errorf("the %s shows no %s", what, status.Redacted)
+		if !strings.Contains(out, redact.Mask) {
+			t.Errorf("the %s shows no %s", what, redact.Mask)
 		}
 		// What is not secret stays.
 		if !strings.Contains(out, "apply failed: Secret creds") {

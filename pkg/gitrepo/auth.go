@@ -16,6 +16,8 @@ import (
 	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
 	gitssh "github.com/go-git/go-git/v5/plumbing/transport/ssh"
 	"golang.org/x/crypto/ssh"
+
+	"github.com/flotilla-gitops/flotilla/pkg/redact"
 )
 
 // Auth holds the credentials for a remote. The zero value is anonymous.
@@ -136,7 +138,7 @@ func (a Auth) endpoint(raw string, timeout time.Duration) (*endpoint, error) {
 	if raw == "" {
 		return nil, errors.New("empty remote URL")
 	}
-	ep := &endpoint{url: raw, redacted: redactURL(raw), caBundle: a.CABundle}
+	ep := &endpoint{url: raw, redacted: redact.URL(raw), caBundle: a.CABundle}
 	u, perr := url.Parse(raw)
 	isHTTP := perr == nil && (u.Scheme == "http" || u.Scheme == "https")
 	if isHTTP && u.User != nil {

@@ -135,20 +135,3 @@ func isTLSFailure(err error) bool {
 	return errors.As(err, &unknownAuthority) || errors.As(err, &hostname) || errors.As(err, &invalid) ||
 		errors.As(err, &verification) || errors.As(err, &header) || errors.As(err, &alert)
 }
-
-// RedactURL is a remote URL without its credentials, for messages and
-// for anything written to a repository.
-func RedactURL(raw string) string { return redactURL(raw) }
-
-// redactURL removes credentials from a remote URL for messages.
-func redactURL(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil || u.User == nil {
-		return raw
-	}
-	u.User = url.User(u.User.Username())
-	if u.Scheme == "http" || u.Scheme == "https" {
-		u.User = nil
-	}
-	return u.String()
-}

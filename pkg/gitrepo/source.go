@@ -2,7 +2,6 @@ package gitrepo
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -14,16 +13,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/go-git/go-billy/v5/osfs"
 	git "github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/config"
 	"github.com/go-git/go-git/v5/plumbing"
-	"github.com/go-git/go-git/v5/plumbing/cache"
-	"github.com/go-git/go-git/v5/plumbing/filemode"
-	"github.com/go-git/go-git/v5/plumbing/format/packfile"
-	"github.com/go-git/go-git/v5/plumbing/object"
-	"github.com/go-git/go-git/v5/plumbing/storer"
-	"github.com/go-git/go-git/v5/storage/filesystem"
+
+	"github.com/flotilla-gitops/flotilla/pkg/redact"
 )
 
 // Source keeps a local checkout of one branch of a remote, for the agent.
@@ -281,7 +275,7 @@ func (s *Source) load() {
 	s.loaded = true
 	st, err := s.readState()
 	refOK := st.Ref == s.Ref || (s.RefOptional && st.Ref == "")
-	if err != nil || st.URL != redactURL(s.URL) || st.Branch != s.branch() || !refOK || strings.Join(st.Paths, "\x00") != strings.Join(s.Paths, "\x00") {
+	if err != nil || st.URL != redact.URL(s.URL) || st.Branch != s.branch() || !refOK || strings.Join(st.Paths, "\x00") != strings.Join(s.Paths, "\x00") {
 		return
 	}
 	s.onBranch = s.Ref != "" && st.Ref == ""
@@ -465,7 +459,7 @@ func (s *Source) fetchAndCheckout(ctx context.Context, ep *endpoint, v2 *v2Clien
 		digests[recent[0]] = digest
 	}
 	if err := s.writeState(sourceState{
-		URL: redactURL(s.URL), Branch: s.branch(), Paths: s.Paths, Ref: s.followed(), Tip: tip.Hash.String(),
+		URL: redact.URL(s.URL), Branch: s.branch(), Paths: s.Paths, Ref: s.followed(), Tip: tip.Hash.String(),
 		Hash: hash, CommitTime: commit.Committer.When, Recent: recent, Digests: digests,
 	}); err != nil {
 		return Result{}, err
@@ -502,263 +496,4 @@ func (s *Source) fetchDepth(repo *git.Repository) int {
 		return 1
 	}
 	return 0
-}
-
-// checkout exports the tree of commit src (a slice's without its proof)
-// into checkouts/<key of hash>, atomically: a crash leaves only a
-// temporary directory, removed by the next gc.
-func (s *Source) checkout(ctx context.Context, repo *git.Repository, hash plumbing.Hash, commit *object.Commit) (string, string, error) {
-	key := s.checkoutKey(hash.String())
-	dir := filepath.Join(s.checkoutsDir(), key)
-	if fi, err := os.Stat(dir); err == nil && fi.IsDir() {
-		if s.checkoutIntact(key, dir) {
-			return dir, "", nil
-		}
-		if err := os.RemoveAll(dir); err != nil {
-			return "", "", fmt.Errorf("remove damaged checkout: %w", err)
-		}
-	}
-	filter, err := newPathFilter(s.Paths)
-	if err != nil {
-		return "", "", err
-	}
-	tree, err := commit.Tree()
-	if err != nil {
-		return "", "", fmt.Errorf("cache: tree of %s: %w", commit.Hash, err)
-	}
-	if s.onSlice() {
-		pruned := &object.Tree{Hash: tree.Hash}
-		for _, e := range tree.Entries {
-			if e.Name != SliceProofDir {
-				pruned.Entries = append(pruned.Entries, e)
-			}
-		}
-		tree = pruned
-	}
-	if err := os.MkdirAll(s.checkoutsDir(), 0o755); err != nil {
-		return "", "", err
-	}
-	var rnd [4]byte
-	_, _ = rand.Read(rnd[:])
-	tmp := filepath.Join(s.checkoutsDir(), ".tmp-"+hex.EncodeToString(rnd[:]))
-	if err := os.Mkdir(tmp, 0o755); err != nil {
-		return "", "", err
-	}
-	if err := writeTree(ctx, repo.Storer, tree, tmp, filter); err != nil {
-		os.RemoveAll(tmp)
-		return "", "", fmt.Errorf("checkout %s: %w", commit.Hash, err)
-	}
-	digest, err := dirDigest(tmp)
-	if err != nil {
-		os.RemoveAll(tmp)
-		return "", "", err
-	}
-	if err := os.Rename(tmp, dir); err != nil {
-		os.RemoveAll(tmp)
-		return "", "", err
-	}
-	return dir, digest, nil
-}
-
-func (s *Source) gcCheckouts(keep []string) {
-	entries, err := os.ReadDir(s.checkoutsDir())
-	if err != nil {
-		return
-	}
-	keepSet := map[string]bool{}
-	for _, k := range keep {
-		keepSet[k] = true
-	}
-	for _, e := range entries {
-		if !keepSet[e.Name()] {
-			os.RemoveAll(filepath.Join(s.checkoutsDir(), e.Name()))
-		}
-	}
-}
-
-// Checkout returns the checkout of hash, a commit of the branch that need
-// not be its head (the agent's last accepted revision after a restart):
-// from the cache when it holds the commit, else fetching more and more of
-// the branch's history until it does. It does not change LastGood, and a
-// later Sync may remove the directory; call Checkout again then. A commit
-// no longer in the branch's history is ErrRevisionNotFound.
-func (s *Source) Checkout(ctx context.Context, hash string) (Result, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err := s.validate(); err != nil {
-		return Result{}, err
-	}
-	repo, err := openCache(s.repoDir())
-	if err != nil {
-		return Result{}, err
-	}
-	want := plumbing.NewHash(hash)
-	if want.String() != hash {
-		return Result{}, fmt.Errorf("checkout %q: %w: not a commit hash", hash, ErrRevisionNotFound)
-	}
-	if s.onSlice() {
-		return s.sliceCheckout(hash)
-	}
-	commit, err := repo.CommitObject(want)
-	if err != nil {
-		ep, err := s.Auth.endpoint(s.URL, timeoutOr(s.Timeout))
-		if err != nil {
-			return Result{}, err
-		}
-		specs := []config.RefSpec{config.RefSpec("+" + s.branchRef().String() + ":" + s.branchRef().String())}
-		for _, depth := range []int{16, 128, 1024, 16384, 1 << 30} {
-			if err := fetchLimited(ctx, repo.Storer, ep, s.Timeout, specs, depth, maxFetchSize(s.MaxFetchSize)); err != nil {
-				return Result{}, err
-			}
-			if commit, err = repo.CommitObject(want); err == nil {
-				break
-			}
-		}
-		if commit == nil {
-			return Result{}, fmt.Errorf("checkout %s: %w in the history of %s", hash, ErrRevisionNotFound, s.branch())
-		}
-	}
-	dir, digest, err := s.checkout(ctx, repo, commit.Hash, commit)
-	if err != nil {
-		return Result{}, err
-	}
-	if st, err := s.readState(); err == nil && digest != "" {
-		// Record it, so that reusing this tree later checks it like any other.
-		if st.Digests == nil {
-			st.Digests = map[string]string{}
-		}
-		st.Digests[s.checkoutKey(hash)] = digest
-		if err := s.writeState(st); err != nil {
-			return Result{}, err
-		}
-	}
-	return Result{Revision: s.revision(hash), Hash: hash, Dir: dir, CommitTime: commit.Committer.When}, nil
-}
-
-// openCache opens (or creates) the bare object store of a cache. Its
-// filesystem is BoundOS, so nothing the remote sends can write outside it.
-func openCache(dir string) (*git.Repository, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, err
-	}
-	st := filesystem.NewStorage(osfs.New(dir, osfs.WithBoundOS()), cache.NewObjectLRUDefault())
-	r, err := git.Open(st, nil)
-	if errors.Is(err, git.ErrRepositoryNotExists) {
-		r, err = git.Init(st, nil)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("cache %s: %w", dir, err)
-	}
-	return r, nil
-}
-
-// maxPacks is how many packs a cache collects before it is compacted.
-var maxPacks = 8
-
-// compactIfNeeded rewrites the cache to one pack holding only what commit
-// needs, once fetches have piled up packs full of superseded objects. The
-// new store is built beside the old one and swapped in by rename.
-func compactIfNeeded(dir string, repo *git.Repository, ref plumbing.ReferenceName, commit *object.Commit, keep ...plumbing.Hash) error {
-	packs, _ := filepath.Glob(filepath.Join(dir, "objects", "pack", "*.pack"))
-	if len(packs) <= maxPacks {
-		return nil
-	}
-	next := dir + ".compact"
-	if err := os.RemoveAll(next); err != nil {
-		return err
-	}
-	nr, err := openCache(next)
-	if err != nil {
-		return err
-	}
-	hashes := []plumbing.Hash{commit.Hash}
-	for _, h := range keep {
-		if h != commit.Hash {
-			hashes = append(hashes, h)
-		}
-	}
-	tree, err := commit.Tree()
-	if err != nil {
-		return err
-	}
-	seen := map[plumbing.Hash]bool{}
-	var walk func(t *object.Tree) error
-	walk = func(t *object.Tree) error {
-		if seen[t.Hash] {
-			return nil
-		}
-		seen[t.Hash] = true
-		hashes = append(hashes, t.Hash)
-		for _, e := range t.Entries {
-			switch {
-			case e.Mode == filemode.Dir:
-				sub, err := object.GetTree(repo.Storer, e.Hash)
-				if err != nil {
-					return err
-				}
-				if err := walk(sub); err != nil {
-					return err
-				}
-			case e.Mode.IsFile() && !seen[e.Hash]:
-				seen[e.Hash] = true
-				hashes = append(hashes, e.Hash)
-			}
-		}
-		return nil
-	}
-	if err := walk(tree); err != nil {
-		return err
-	}
-	pw, ok := nr.Storer.(storer.PackfileWriter)
-	if !ok {
-		return errors.New("cache storage cannot write packs")
-	}
-	w, err := pw.PackfileWriter()
-	if err != nil {
-		return err
-	}
-	if _, err := packfile.NewEncoder(w, repo.Storer, false).Encode(hashes, 0); err != nil {
-		w.Close()
-		return err
-	}
-	if err := w.Close(); err != nil {
-		return err
-	}
-	if err := nr.Storer.SetReference(plumbing.NewHashReference(ref, commit.Hash)); err != nil {
-		return err
-	}
-	if len(commit.ParentHashes) > 0 {
-		if err := nr.Storer.SetShallow([]plumbing.Hash{commit.Hash}); err != nil {
-			return err
-		}
-	}
-	old := dir + ".old"
-	if err := os.RemoveAll(old); err != nil {
-		return err
-	}
-	if err := os.Rename(dir, old); err != nil {
-		return err
-	}
-	if err := os.Rename(next, dir); err != nil {
-		return err
-	}
-	return os.RemoveAll(old)
-}
-
-// sliceCheckout is Checkout with a slice ref: only the checkouts kept on
-// disk can be given back (older slice commits are not fetched again).
-func (s *Source) sliceCheckout(hash string) (Result, error) {
-	st, err := s.readState()
-	if err == nil {
-		key := s.checkoutKey(hash)
-		dir := filepath.Join(s.checkoutsDir(), key)
-		if fi, err := os.Stat(dir); err == nil && fi.IsDir() && s.checkoutIntact(key, dir) {
-			t := st.CommitTime
-			if st.Hash != hash {
-				t = time.Time{}
-			}
-			return Result{Revision: s.revision(hash), Hash: hash, Dir: dir, CommitTime: t}, nil
-		}
-	}
-	return Result{}, fmt.Errorf("checkout %s: %w: not among the kept checkouts of %s", hash, ErrRevisionNotFound, s.Ref)
 }

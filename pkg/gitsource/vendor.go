@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/flotilla-gitops/flotilla/pkg/gitrepo"
+	"github.com/flotilla-gitops/flotilla/pkg/redact"
 	"github.com/flotilla-gitops/flotilla/pkg/render"
 )
 
@@ -190,7 +191,7 @@ func (v *vendorer) abs(rel string) string { return filepath.Join(v.root, filepat
 // one vendors one source; in Check mode a stale source is a Problem.
 func (v *vendorer) one(s Spec) (Result, *Problem, error) {
 	r := Result{
-		App: s.App, URL: gitrepo.RedactURL(s.URL), Ref: s.Ref, Path: cleanPath(s.Path),
+		App: s.App, URL: redact.URL(s.URL), Ref: s.Ref, Path: cleanPath(s.Path),
 		Dir: VendorDir(s.App), Lock: LockFile(s.App),
 	}
 	lock, err := v.readLock(r.Lock)

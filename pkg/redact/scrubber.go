@@ -1,0 +1,78 @@
+package redact
+
+import (
+	"strings"
+	"unicode/utf8"
+)
+
+// Mask replaces whatever is removed.
+const Mask = "[REDACTED]"
+
+// MaxLength bounds a message kept for logs or status (bytes); a longer one
+// is cut at a UTF-8 boundary and marked.
+const MaxLength = 2048
+
+// minSecret: shorter configured secrets are not scrubbed (they would
+// mangle ordinary words and protect nothing).
+const minSecret = 4
+
+// Scrubber removes the secret values a process was configured with, and
+// everything Text removes, and bounds the length. The zero value does Text
+// and the bound only.
+type Scrubber struct {
+	secrets []string
+}
+
+// New returns a Scrubber for these configured secret values; blank and
+// very short ones are ignored.
+func New(secrets ...string) Scrubber {
+	var s Scrubber
+	for _, v := range secrets {
+		v = strings.TrimSpace(v)
+		if len(v) >= minSecret {
+			s.secrets = append(s.secrets, v)
+		}
+	}
+	return s
+}
+
+// String is msg scrubbed and bounded.
+func (s Scrubber) String(msg string) string {
+	if msg == "" {
+		return msg
+	}
+	// Cut first too: redaction is linear, but a megabyte-long error (a
+	// manifest dump) need not be scanned to keep 2 KiB of it.
+	if len(msg) > 16*MaxLength {
+		msg = msg[:16*MaxLength]
+	}
+	for _, v := range s.secrets {
+		msg = strings.ReplaceAll(msg, v, Mask)
+	}
+	return Truncate(Text(msg), MaxLength)
+}
+
+// Error is err's message scrubbed and bounded; "" for nil.
+func (s Scrubber) Error(err error) string {
+	if err == nil {
+		return ""
+	}
+	return s.String(err.Error())
+}
+
+// Truncate cuts msg to at most max bytes at a rune boundary, marking the
+// cut.
+func Truncate(msg string, max int) string {
+	if len(msg) <= max {
+		return msg
+	}
+	mark := "… (truncated)"
+	if max < len(mark) {
+		mark = "" // no room to say so
+	}
+	cut := max - len(mark)
+	for cut > 0 && !utf8.RuneStart(msg[cut]) {
+		cut--
+	}
+	return msg[:cut] + mark
+}
