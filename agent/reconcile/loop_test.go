@@ -32,34 +32,19 @@ import (
 
 // One minimal cluster (no controllers: Deployments never become Ready)
 // serves the package's tests; each test has its own namespaces.
-var shared struct {
-	once    sync.Once
-	cluster *testenv.Cluster
-	err     error
-}
+var shared = &testenv.Shared{Name: "reconcile", Options: testenv.ClusterOptions{Mode: testenv.Minimal}}
 
 func TestMain(m *testing.M) {
 	render.ServeWorkerIfRequested()
 	ctrllog.SetLogger(logr.Discard())
 	code := m.Run()
-	if shared.cluster != nil {
-		_ = shared.cluster.Stop()
-	}
+	shared.Close(code)
 	os.Exit(code)
 }
 
 func cluster(t *testing.T) *testenv.Cluster {
 	t.Helper()
-	testenv.NeedsCluster(t)
-	shared.once.Do(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), testenv.StartTimeout)
-		defer cancel()
-		shared.cluster, shared.err = testenv.New(ctx, "reconcile", "", testenv.ClusterOptions{Mode: testenv.Minimal})
-	})
-	if shared.err != nil {
-		t.Fatal(shared.err)
-	}
-	return shared.cluster
+	return shared.Get(t)
 }
 
 // unit is a unit of a test slice: a kustomization over files.

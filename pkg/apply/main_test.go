@@ -2,10 +2,8 @@ package apply_test
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,35 +19,18 @@ import (
 
 // One minimal cluster (etcd + kube-apiserver) serves every test of the
 // package that needs no controllers; each test works in its own namespaces.
-var (
-	minimalOnce sync.Once
-	minimal     *testenv.Cluster
-	minimalErr  error
-)
+var minimal = &testenv.Shared{Name: "apply", Options: testenv.ClusterOptions{Mode: testenv.Minimal}}
 
 func TestMain(m *testing.M) {
 	ctrllog.SetLogger(logr.Discard())
 	code := m.Run()
-	if minimal != nil {
-		if err := minimal.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, "stop cluster:", err)
-		}
-	}
+	minimal.Close(code)
 	os.Exit(code)
 }
 
 func minimalCluster(t *testing.T) *testenv.Cluster {
 	t.Helper()
-	testenv.NeedsCluster(t)
-	minimalOnce.Do(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), testenv.StartTimeout)
-		defer cancel()
-		minimal, minimalErr = testenv.New(ctx, "apply", "", testenv.ClusterOptions{Mode: testenv.Minimal})
-	})
-	if minimalErr != nil {
-		t.Fatalf("testenv: %v", minimalErr)
-	}
-	return minimal
+	return minimal.Get(t)
 }
 
 // fixture is one test's view of a cluster: an inventory namespace of its

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/flotilla-gitops/flotilla/pkg/compile"
+	"github.com/flotilla-gitops/flotilla/test/treefile"
 )
 
 // TestUndeclaredNamespaceWarning: an application whose objects go to a
@@ -81,7 +82,7 @@ func compileFiles(t *testing.T, layers ...map[string]string) *compile.Output {
 	t.Helper()
 	root := t.TempDir()
 	for _, files := range layers {
-		writeFiles(t, root, files)
+		treefile.Write(t, root, files)
 	}
 	return compileRepo(t, root, compile.Options{})
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/flotilla-gitops/flotilla/pkg/fleet"
 	"github.com/flotilla-gitops/flotilla/pkg/rollout"
 	"github.com/flotilla-gitops/flotilla/pkg/slice"
+	"github.com/flotilla-gitops/flotilla/test/treefile"
 )
 
 // rolloutFleet has four clusters; web rolls out to a1, then b2 and c3,
@@ -43,19 +44,6 @@ spec:
     - destination: {fleet: prod}
 `
 
-func writeFiles(t *testing.T, root string, files map[string]string) {
-	t.Helper()
-	for name, content := range files {
-		p := filepath.Join(root, filepath.FromSlash(name))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
 func rolloutRepo(t *testing.T, withRollout bool) string {
 	root := t.TempDir()
 	files := map[string]string{
@@ -70,13 +58,13 @@ func rolloutRepo(t *testing.T, withRollout bool) string {
 	for _, c := range []string{"a1", "b2", "c3", "d4"} {
 		files["clusters/"+c+".yaml"] = "apiVersion: flotilla.dev/v1alpha1\nkind: Cluster\nmetadata:\n  name: " + c + "\n"
 	}
-	writeFiles(t, root, files)
+	treefile.Write(t, root, files)
 	setVersion(t, root, "v1")
 	return root
 }
 
 func setVersion(t *testing.T, root, v string) {
-	writeFiles(t, root, map[string]string{"apps/web/base/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: web}\ndata: {version: " + v + "}\n"})
+	treefile.Write(t, root, map[string]string{"apps/web/base/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: web}\ndata: {version: " + v + "}\n"})
 }
 
 // renderRollout compiles with the committed tree under root (states
@@ -251,7 +239,7 @@ func TestRolloutHoldsLaterWaves(t *testing.T) {
 func TestRolloutAdoption(t *testing.T) {
 	root := rolloutRepo(t, false)
 	renderRollout(t, root, nil)
-	writeFiles(t, root, map[string]string{"fleets/prod.yaml": rolloutFleet})
+	treefile.Write(t, root, map[string]string{"fleets/prod.yaml": rolloutFleet})
 	setVersion(t, root, "v2")
 	_, err := renderRolloutErr(root, nil)
 	if !errors.Is(err, compile.ErrCannotHold) {
@@ -303,9 +291,9 @@ func TestRolloutHelmChartSnapshot(t *testing.T) {
 	for _, c := range []string{"a1", "b2", "c3", "d4"} {
 		files["clusters/"+c+".yaml"] = "apiVersion: flotilla.dev/v1alpha1\nkind: Cluster\nmetadata:\n  name: " + c + "\n"
 	}
-	writeFiles(t, root, files)
+	treefile.Write(t, root, files)
 	renderRollout(t, root, nil)
-	writeFiles(t, root, map[string]string{
+	treefile.Write(t, root, map[string]string{
 		"apps/web/chart/templates/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: web}\ndata: {version: {{ .Values.version }}, chart: two}\n",
 	})
 	out, _ := renderRollout(t, root, nil)

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/flotilla-gitops/flotilla/pkg/fleet"
+	"github.com/flotilla-gitops/flotilla/test/treefile"
 )
 
 func TestDocuments(t *testing.T) {
@@ -39,7 +40,7 @@ func TestDocuments(t *testing.T) {
 
 	// Against a working tree's clusters (as render has them).
 	dir := t.TempDir()
-	writeFiles(t, dir, map[string]string{
+	treefile.Write(t, dir, map[string]string{
 		"clusters/member1.yaml": clusterYAML("member1", "production", "cloud", ""),
 		"clusters/member6.yaml": clusterYAML("member6", "staging", "cloud", ""),
 		"clusters/new.yaml":     clusterYAML("new", "staging", "cloud", ""),

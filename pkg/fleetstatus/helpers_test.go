@@ -2,15 +2,9 @@ package fleetstatus
 
 import (
 	"context"
-	"crypto/ed25519"
-	"encoding/pem"
-	"os"
-	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
-	"golang.org/x/crypto/ssh"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/flotilla-gitops/flotilla/pkg/gitrepo"
@@ -22,45 +16,9 @@ import (
 // t0 is the fixture's fixed time: the golden files depend on it.
 var t0 = time.Date(2026, 11, 2, 10, 0, 0, 0, time.UTC)
 
-func writeFiles(t testing.TB, dir string, files map[string]string) {
-	t.Helper()
-	for p, content := range files {
-		full := filepath.Join(dir, filepath.FromSlash(p))
-		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(full, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
 func agentAuth(srv *gitserver.Server, cluster string) gitrepo.Auth {
 	user := gitserver.AgentUser(cluster)
 	return gitrepo.Auth{Username: user, Password: srv.Password(user)}
-}
-
-// sshKey returns a signer and its authorized_keys line.
-func sshKey(t testing.TB, seed byte) (gitrepo.Signer, string) {
-	t.Helper()
-	s := make([]byte, ed25519.SeedSize)
-	for i := range s {
-		s[i] = seed
-	}
-	priv := ed25519.NewKeyFromSeed(s)
-	block, err := ssh.MarshalPrivateKey(priv, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	signer, err := gitrepo.ParseSigningKey(pem.EncodeToMemory(block), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pub, err := ssh.NewPublicKey(priv.Public())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return signer, strings.TrimSpace(string(ssh.MarshalAuthorizedKey(pub)))
 }
 
 // readyDoc is a healthy document for cluster at revision rev.

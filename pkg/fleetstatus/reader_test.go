@@ -20,6 +20,7 @@ import (
 	"github.com/flotilla-gitops/flotilla/pkg/slice"
 	"github.com/flotilla-gitops/flotilla/test/gitserver"
 	"github.com/flotilla-gitops/flotilla/test/golden"
+	"github.com/flotilla-gitops/flotilla/test/testkeys"
 )
 
 // fixture is a fleet repo with three commits on main and status refs that
@@ -64,8 +65,8 @@ func newFixture(t *testing.T) *fixture {
 	author := func(d time.Duration) gitrepo.Signature {
 		return gitrepo.Signature{Name: "Alice", Email: "alice@example.com", When: t0.Add(d)}
 	}
-	_, pub3 := sshKey(t, 3)
-	_, pub5 := sshKey(t, 5)
+	pub3 := testkeys.SSHSeeded(t, 3, "").Line()
+	pub5 := testkeys.SSHSeeded(t, 5, "").Line()
 
 	files := map[string][]byte{
 		"fleets/production.yaml": []byte(fleetYAML("production", "env: production", "30s", 3)),
@@ -136,7 +137,7 @@ func newFixture(t *testing.T) *fixture {
 		{Type: status.ConditionReady, Status: metav1.ConditionFalse, Reason: status.ReasonHealthCheckFailed, Message: "not ready: Deployment/web/web", LastTransitionTime: metav1.NewTime(t0)},
 		{Type: status.ConditionReconciling, Status: metav1.ConditionTrue, Reason: status.ReasonProgressing, Message: "not ready: Deployment/web/web", LastTransitionTime: metav1.NewTime(t0)},
 	}
-	signer3, _ := sshKey(t, 3)
+	signer3 := testkeys.SSHSeeded(t, 3, "").Signer
 	publish(m3, t0, signer3)
 	// member4: healthy, but then someone rewrote its ref with another file.
 	publish(readyDoc("member4", r1), t0, nil)
@@ -200,7 +201,7 @@ func testReadChecksSigner(t *testing.T, f *fixture) {
 		{9, []string{"web", "api"}, StateUntrusted},
 		{5, []string{"web", "db"}, StateInSync},
 	} {
-		signer, _ := sshKey(t, tt.seed)
+		signer := testkeys.SSHSeeded(t, tt.seed, "").Signer
 		w, err := status.NewWriter(status.WriterOptions{Cluster: "member5", URL: f.url, Auth: agentAuth(f.srv, "member5"), Signer: signer,
 			Now: func() time.Time { return t0 }})
 		if err != nil {

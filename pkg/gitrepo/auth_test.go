@@ -10,6 +10,7 @@ import (
 
 	"github.com/flotilla-gitops/flotilla/pkg/gitrepo"
 	"github.com/flotilla-gitops/flotilla/test/gitserver"
+	"github.com/flotilla-gitops/flotilla/test/testkeys"
 )
 
 func TestLoadAuth(t *testing.T) {
@@ -61,12 +62,12 @@ func TestSSHTransport(t *testing.T) {
 	cfg.SSH = true
 	srv := gitserver.Start(t, cfg)
 	srv.MustCreateRepo(t, "fleet", writeDir(t, fleetFiles))
-	key := sshKey(t, "ed25519", "agent-member1")
-	if err := srv.AddSSHKey(gitserver.AgentUser("member1"), key.public); err != nil {
+	key := testkeys.SSH(t, "agent-member1")
+	if err := srv.AddSSHKey(gitserver.AgentUser("member1"), []byte(key.Public)); err != nil {
 		t.Fatal(err)
 	}
 	// Write the credentials as a mounted Secret would hold them.
-	secret := writeDir(t, map[string]string{"identity": string(key.private), "known_hosts": string(srv.KnownHosts())})
+	secret := writeDir(t, map[string]string{"identity": string(key.Private), "known_hosts": string(srv.KnownHosts())})
 	auth, err := gitrepo.LoadAuth(secret)
 	if err != nil {
 		t.Fatal(err)
@@ -91,16 +92,16 @@ func TestSSHTransport(t *testing.T) {
 		t.Fatalf("push to main over ssh: %v, want ErrRejected", err)
 	}
 
-	otherHost := "[127.0.0.1]:1 " + strings.TrimSpace(string(sshKey(t, "ed25519", "x").public)) + "\n"
+	otherHost := "[127.0.0.1]:1 " + testkeys.SSH(t, "x").Line() + "\n"
 	wrongHostKey := strings.Replace(otherHost, "[127.0.0.1]:1", strings.Fields(string(srv.KnownHosts()))[0], 1)
 	for _, tc := range []struct {
 		name string
 		auth gitrepo.Auth
 		want error
 	}{
-		{"unknown client key", gitrepo.Auth{SSHKey: sshKey(t, "ed25519", "x").private, KnownHosts: srv.KnownHosts()}, gitrepo.ErrAuth},
-		{"host key mismatch", gitrepo.Auth{SSHKey: key.private, KnownHosts: []byte(wrongHostKey)}, gitrepo.ErrAuth},
-		{"host not in known_hosts", gitrepo.Auth{SSHKey: key.private, KnownHosts: []byte(otherHost)}, gitrepo.ErrAuth},
+		{"unknown client key", gitrepo.Auth{SSHKey: testkeys.SSH(t, "x").Private, KnownHosts: srv.KnownHosts()}, gitrepo.ErrAuth},
+		{"host key mismatch", gitrepo.Auth{SSHKey: key.Private, KnownHosts: []byte(wrongHostKey)}, gitrepo.ErrAuth},
+		{"host not in known_hosts", gitrepo.Auth{SSHKey: key.Private, KnownHosts: []byte(otherHost)}, gitrepo.ErrAuth},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			src := &gitrepo.Source{URL: srv.SSHURL("fleet"), Auth: tc.auth, CacheDir: t.TempDir()}
@@ -112,7 +113,7 @@ func TestSSHTransport(t *testing.T) {
 		})
 	}
 	t.Run("no known_hosts", func(t *testing.T) {
-		src := &gitrepo.Source{URL: srv.SSHURL("fleet"), Auth: gitrepo.Auth{SSHKey: key.private}, CacheDir: t.TempDir()}
+		src := &gitrepo.Source{URL: srv.SSHURL("fleet"), Auth: gitrepo.Auth{SSHKey: key.Private}, CacheDir: t.TempDir()}
 		if _, err := src.Sync(ctx); err == nil {
 			t.Fatal("ssh without known_hosts accepted")
 		}

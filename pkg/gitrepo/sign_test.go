@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
-	"crypto/rsa"
 	"encoding/pem"
 	"errors"
 	"os"
@@ -14,68 +13,12 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ProtonMail/go-crypto/openpgp"
-	"github.com/ProtonMail/go-crypto/openpgp/armor"
-	"github.com/ProtonMail/go-crypto/openpgp/packet"
 	"golang.org/x/crypto/ssh"
 
 	"github.com/flotilla-gitops/flotilla/pkg/gitrepo"
 	"github.com/flotilla-gitops/flotilla/test/prereqs"
+	"github.com/flotilla-gitops/flotilla/test/testkeys"
 )
-
-type testKey struct {
-	private []byte // what ParseSigningKey takes
-	public  []byte // what ParseKeyRing takes
-}
-
-func sshKey(t testing.TB, kind, comment string) testKey {
-	t.Helper()
-	var priv any
-	switch kind {
-	case "ed25519":
-		_, k, err := ed25519.GenerateKey(rand.Reader)
-		if err != nil {
-			t.Fatal(err)
-		}
-		priv = k
-	case "rsa":
-		k, err := rsa.GenerateKey(rand.Reader, 2048)
-		if err != nil {
-			t.Fatal(err)
-		}
-		priv = k
-	}
-	block, err := ssh.MarshalPrivateKey(priv, comment)
-	if err != nil {
-		t.Fatal(err)
-	}
-	signer, err := ssh.NewSignerFromKey(priv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pub := bytes.TrimSpace(ssh.MarshalAuthorizedKey(signer.PublicKey()))
-	return testKey{private: pem.EncodeToMemory(block), public: append(append(pub, ' '), comment...)}
-}
-
-func pgpKey(t testing.TB, name string) testKey {
-	t.Helper()
-	e, err := openpgp.NewEntity(name, "", name+"@flotilla.invalid", &packet.Config{Algorithm: packet.PubKeyAlgoEdDSA})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var priv, pub bytes.Buffer
-	w, _ := armor.Encode(&priv, openpgp.PrivateKeyType, nil)
-	if err := e.SerializePrivate(w, nil); err != nil {
-		t.Fatal(err)
-	}
-	w.Close()
-	w, _ = armor.Encode(&pub, openpgp.PublicKeyType, nil)
-	if err := e.Serialize(w); err != nil {
-		t.Fatal(err)
-	}
-	w.Close()
-	return testKey{private: priv.Bytes(), public: pub.Bytes()}
-}
 
 // signedCommit pushes one signed commit into a new local bare repository
 // and returns the repository and the commit.
@@ -96,19 +39,19 @@ func signedCommit(t *testing.T, signer gitrepo.Signer) (string, gitrepo.Commit) 
 }
 
 func TestSignAndVerify(t *testing.T) {
-	keys := map[string]testKey{
-		"ssh-ed25519": sshKey(t, "ed25519", "member1@fleet"),
-		"ssh-rsa":     sshKey(t, "rsa", "member2@fleet"),
-		"openpgp":     pgpKey(t, "member3"),
+	keys := map[string]testkeys.Key{
+		"ssh-ed25519": testkeys.SSH(t, "member1@fleet"),
+		"ssh-rsa":     testkeys.RSA(t, "member2@fleet"),
+		"openpgp":     testkeys.PGP(t, "member3"),
 	}
-	others := map[string]testKey{
-		"ssh-ed25519": sshKey(t, "ed25519", "other"),
-		"ssh-rsa":     sshKey(t, "ed25519", "other"),
-		"openpgp":     pgpKey(t, "other"),
+	others := map[string]testkeys.Key{
+		"ssh-ed25519": testkeys.SSH(t, "other"),
+		"ssh-rsa":     testkeys.SSH(t, "other"),
+		"openpgp":     testkeys.PGP(t, "other"),
 	}
 	for kind, key := range keys {
 		t.Run(kind, func(t *testing.T) {
-			signer, err := gitrepo.ParseSigningKey(key.private, nil)
+			signer, err := gitrepo.ParseSigningKey(key.Private, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -125,8 +68,8 @@ func TestSignAndVerify(t *testing.T) {
 				ring map[string][]byte
 				want error
 			}{
-				{"trusted", map[string][]byte{"k": key.public, "o": others[kind].public}, nil},
-				{"other key only", map[string][]byte{"o": others[kind].public}, gitrepo.ErrUntrustedSigner},
+				{"trusted", map[string][]byte{"k": []byte(key.Public), "o": []byte(others[kind].Public)}, nil},
+				{"other key only", map[string][]byte{"o": []byte(others[kind].Public)}, gitrepo.ErrUntrustedSigner},
 				{"no keys", nil, gitrepo.ErrUntrustedSigner},
 			} {
 				ring, err := gitrepo.ParseKeyRing(tc.ring)
@@ -146,14 +89,14 @@ func TestSignAndVerify(t *testing.T) {
 }
 
 func TestVerifyDetectsTampering(t *testing.T) {
-	key := sshKey(t, "ed25519", "member1")
-	signer, _ := gitrepo.ParseSigningKey(key.private, nil)
+	key := testkeys.SSH(t, "member1")
+	signer, _ := gitrepo.ParseSigningKey(key.Private, nil)
 	payload := []byte("tree 4b825dc642cb6eb9a060e54bf8d69288fbee4904\nauthor a <a@b> 1 +0000\ncommitter a <a@b> 1 +0000\n\nmsg\n")
 	sig, err := signer.Sign(bytes.NewReader(payload))
 	if err != nil {
 		t.Fatal(err)
 	}
-	ring, _ := gitrepo.ParseKeyRing(map[string][]byte{"k": key.public})
+	ring, _ := gitrepo.ParseKeyRing(map[string][]byte{"k": []byte(key.Public)})
 	if _, err := ring.Verify(payload, string(sig)); err != nil {
 		t.Fatalf("untampered: %v", err)
 	}
@@ -169,10 +112,10 @@ func TestVerifyDetectsTampering(t *testing.T) {
 		t.Fatalf("unknown format: %v", err)
 	}
 
-	pk := pgpKey(t, "p")
-	psigner, _ := gitrepo.ParseSigningKey(pk.private, nil)
+	pk := testkeys.PGP(t, "p")
+	psigner, _ := gitrepo.ParseSigningKey(pk.Private, nil)
 	psig, _ := psigner.Sign(bytes.NewReader(payload))
-	pring, _ := gitrepo.ParseKeyRing(map[string][]byte{"p": pk.public})
+	pring, _ := gitrepo.ParseKeyRing(map[string][]byte{"p": []byte(pk.Public)})
 	if _, err := pring.Verify(tampered, string(psig)); !errors.Is(err, gitrepo.ErrBadSignature) {
 		t.Fatalf("tampered OpenPGP payload: %v, want ErrBadSignature", err)
 	}
@@ -180,17 +123,17 @@ func TestVerifyDetectsTampering(t *testing.T) {
 
 func TestSSHSignaturesInteroperateWithGit(t *testing.T) {
 	prereqs.Require(t, "ssh-keygen") // git signs and verifies SSH signatures with it
-	key := sshKey(t, "ed25519", "member1@fleet")
+	key := testkeys.SSH(t, "member1@fleet")
 	keyDir := t.TempDir()
 	keyFile := filepath.Join(keyDir, "id")
-	os.WriteFile(keyFile, key.private, 0o600)
+	os.WriteFile(keyFile, key.Private, 0o600)
 	allowed := filepath.Join(keyDir, "allowed_signers")
 	// allowed_signers: principal, then the key.
-	os.WriteFile(allowed, append([]byte("member1@fleet "), key.public...), 0o644)
+	os.WriteFile(allowed, []byte("member1@fleet "+key.Public), 0o644)
 	sshCfg := []string{"-c", "gpg.format=ssh", "-c", "gpg.ssh.allowedSignersFile=" + allowed}
 
 	// Ours → git.
-	signer, err := gitrepo.ParseSigningKey(key.private, nil)
+	signer, err := gitrepo.ParseSigningKey(key.Private, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -214,7 +157,7 @@ func TestSSHSignaturesInteroperateWithGit(t *testing.T) {
 	}
 	trusted := filepath.Join(keyDir, "trusted")
 	os.Mkdir(trusted, 0o755)
-	os.WriteFile(filepath.Join(trusted, "allowed_signers"), append([]byte("member1@fleet "), key.public...), 0o644)
+	os.WriteFile(filepath.Join(trusted, "allowed_signers"), []byte("member1@fleet "+key.Public), 0o644)
 	ring, err := gitrepo.LoadKeyRing(trusted)
 	if err != nil {
 		t.Fatal(err)
@@ -227,19 +170,19 @@ func TestSSHSignaturesInteroperateWithGit(t *testing.T) {
 
 func TestOpenPGPSignaturesInteroperateWithGit(t *testing.T) {
 	prereqs.Require(t, "gpg", "gpgconf")
-	key := pgpKey(t, "member1")
+	key := testkeys.PGP(t, "member1")
 	gnupg, err := os.MkdirTemp("", "gpg") // short: gpg's socket paths are limited
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer os.RemoveAll(gnupg)
-	os.WriteFile(filepath.Join(gnupg, "pub.asc"), key.public, 0o644)
+	os.WriteFile(filepath.Join(gnupg, "pub.asc"), []byte(key.Public), 0o644)
 	t.Setenv("GNUPGHOME", gnupg)
 	defer exec.Command("gpgconf", "--kill", "all").Run()
 	if out, err := exec.Command("gpg", "--batch", "--quiet", "--import", filepath.Join(gnupg, "pub.asc")).CombinedOutput(); err != nil {
 		t.Fatalf("gpg import: %v: %s", err, out)
 	}
-	signer, err := gitrepo.ParseSigningKey(key.private, nil)
+	signer, err := gitrepo.ParseSigningKey(key.Private, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -254,9 +197,9 @@ func TestLoadKeyRingFromSecretVolume(t *testing.T) {
 	dir := t.TempDir()
 	data := filepath.Join(dir, "..2026_01_01")
 	os.Mkdir(data, 0o755)
-	a, b := sshKey(t, "ed25519", "a"), pgpKey(t, "b")
-	os.WriteFile(filepath.Join(data, "a.pub"), a.public, 0o644)
-	os.WriteFile(filepath.Join(data, "b.asc"), b.public, 0o644)
+	a, b := testkeys.SSH(t, "a"), testkeys.PGP(t, "b")
+	os.WriteFile(filepath.Join(data, "a.pub"), []byte(a.Public), 0o644)
+	os.WriteFile(filepath.Join(data, "b.asc"), []byte(b.Public), 0o644)
 	os.Symlink(filepath.Base(data), filepath.Join(dir, "..data"))
 	os.Symlink("..data/a.pub", filepath.Join(dir, "a.pub"))
 	os.Symlink("..data/b.asc", filepath.Join(dir, "b.asc"))
@@ -292,10 +235,10 @@ func TestParseSigningKey(t *testing.T) {
 }
 
 func FuzzVerifySignature(f *testing.F) {
-	key := sshKey(f, "ed25519", "k")
-	signer, _ := gitrepo.ParseSigningKey(key.private, nil)
+	key := testkeys.SSH(f, "k")
+	signer, _ := gitrepo.ParseSigningKey(key.Private, nil)
 	sig, _ := signer.Sign(strings.NewReader("payload"))
-	ring, _ := gitrepo.ParseKeyRing(map[string][]byte{"k": key.public})
+	ring, _ := gitrepo.ParseKeyRing(map[string][]byte{"k": []byte(key.Public)})
 	f.Add(string(sig))
 	f.Add("-----BEGIN SSH SIGNATURE-----\nU1NIU0lHAAAAAQ==\n-----END SSH SIGNATURE-----\n")
 	f.Add("-----BEGIN PGP SIGNATURE-----\n\nwnUEABYKAB0WIQQ=\n-----END PGP SIGNATURE-----\n")
@@ -311,9 +254,9 @@ func FuzzVerifySignature(f *testing.F) {
 }
 
 func FuzzParseKeyRing(f *testing.F) {
-	f.Add([]byte(sshKey(f, "ed25519", "k").public))
+	f.Add([]byte(testkeys.SSH(f, "k").Public))
 	f.Add([]byte("principal@x ssh-ed25519 AAAA\n# comment\n"))
-	f.Add(pgpKey(f, "p").public)
+	f.Add([]byte(testkeys.PGP(f, "p").Public))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		ring, err := gitrepo.ParseKeyRing(map[string][]byte{"f": b})
 		if err == nil && ring.Len() == 0 {

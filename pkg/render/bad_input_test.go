@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/flotilla-gitops/flotilla/pkg/slice"
+	"github.com/flotilla-gitops/flotilla/test/treefile"
 )
 
 // billionLaughs is the classic alias bomb: 9 levels of 9 aliases.
@@ -125,8 +126,8 @@ func TestBadInput(t *testing.T) {
 			files: map[string]string{"app/kustomization.yaml": kustomization("resources: [base]")},
 			links: map[string]string{"app/base": "../../outside"},
 			setup: func(t *testing.T, root string) {
-				writeFile(t, filepath.Join(root, "../outside/kustomization.yaml"), "resources: [cm.yaml]\n")
-				writeFile(t, filepath.Join(root, "../outside/cm.yaml"), configMap)
+				treefile.WriteFile(t, filepath.Join(root, "../outside/kustomization.yaml"), "resources: [cm.yaml]\n")
+				treefile.WriteFile(t, filepath.Join(root, "../outside/cm.yaml"), configMap)
 			},
 			unit: kunit, class: ErrSymlinkEscape,
 			msg: []string{"app/base", "../../outside"},
@@ -135,16 +136,20 @@ func TestBadInput(t *testing.T) {
 			name:  "symlink escaping through a linked directory",
 			files: map[string]string{"app/kustomization.yaml": kustomization("resources: [dir/secret.yaml]"), "other/x": ""},
 			links: map[string]string{"app/dir": "../other", "other/secret.yaml": "../../outside.yaml"},
-			setup: func(t *testing.T, root string) { writeFile(t, filepath.Join(root, "../outside.yaml"), configMap) },
-			unit:  kunit, class: ErrSymlinkEscape,
+			setup: func(t *testing.T, root string) {
+				treefile.WriteFile(t, filepath.Join(root, "../outside.yaml"), configMap)
+			},
+			unit: kunit, class: ErrSymlinkEscape,
 			msg: []string{"secret.yaml"},
 		},
 		{
 			name:  "symlinked chart file outside the repo",
 			files: map[string]string{"chart/Chart.yaml": chartYAML, "chart/templates/cm.yaml": configMap, "app/values.yaml": "{}\n"},
 			links: map[string]string{"chart/templates/evil.yaml": "../../../outside.yaml"},
-			setup: func(t *testing.T, root string) { writeFile(t, filepath.Join(root, "../outside.yaml"), configMap) },
-			unit:  hunit("app/values.yaml"), class: ErrSymlinkEscape,
+			setup: func(t *testing.T, root string) {
+				treefile.WriteFile(t, filepath.Join(root, "../outside.yaml"), configMap)
+			},
+			unit: hunit("app/values.yaml"), class: ErrSymlinkEscape,
 			msg: []string{"chart/templates/evil.yaml"},
 		},
 		{
@@ -479,16 +484,6 @@ func TestSanitize(t *testing.T) {
 		if got := sanitize(tc.in); got != tc.want {
 			t.Errorf("sanitize(%q) = %q, want %q", tc.in, got, tc.want)
 		}
-	}
-}
-
-func writeFile(t testing.TB, p, content string) {
-	t.Helper()
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-		t.Fatal(err)
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/flotilla-gitops/flotilla/pkg/slice"
+	"github.com/flotilla-gitops/flotilla/test/treefile"
 )
 
 const (
@@ -246,7 +247,7 @@ func TestGeneratedKustomizationBounds(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.files["unit/kustomization.yaml"] = kustomization("resources: [../src]")
 			root := writeTree(t, tc.files)
-			writeFile(t, filepath.Join(root, "..", "outside.yaml"), configMapNamed("outside"))
+			treefile.WriteFile(t, filepath.Join(root, "..", "outside.yaml"), configMapNamed("outside"))
 			for link, target := range tc.links {
 				symlink(t, target, filepath.Join(root, filepath.FromSlash(link)))
 			}

@@ -12,6 +12,7 @@ import (
 	"helm.sh/helm/v3/pkg/chart/loader"
 
 	"github.com/flotilla-gitops/flotilla/pkg/slice"
+	"github.com/flotilla-gitops/flotilla/test/treefile"
 )
 
 // linkedChart is a chart whose directories are reached by more than one
@@ -197,7 +198,7 @@ func TestLoadChartRefusedLinks(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			root := writeTree(t, base)
-			writeFile(t, filepath.Join(filepath.Dir(root), "outside/secret.txt"), "s\n")
+			treefile.WriteFile(t, filepath.Join(filepath.Dir(root), "outside/secret.txt"), "s\n")
 			for link, target := range tc.links {
 				symlink(t, target, filepath.Join(root, filepath.FromSlash(link)))
 			}
@@ -225,7 +226,7 @@ func TestLoadChartLinkedDirsBounded(t *testing.T) {
 			symlink(t, fmt.Sprintf("../d%d", i+1), filepath.Join(root, fmt.Sprintf("chart/d%d/%s", i, n)))
 		}
 	}
-	writeFile(t, filepath.Join(root, fmt.Sprintf("chart/d%d/.keep", levels)), "")
+	treefile.WriteFile(t, filepath.Join(root, fmt.Sprintf("chart/d%d/.keep", levels)), "")
 	f, err := openConfined(context.Background(), root, DefaultMaxFileSize)
 	if err != nil {
 		t.Fatal(err)

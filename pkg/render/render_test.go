@@ -16,6 +16,7 @@ import (
 
 	"github.com/flotilla-gitops/flotilla/pkg/slice"
 	"github.com/flotilla-gitops/flotilla/test/golden"
+	"github.com/flotilla-gitops/flotilla/test/treefile"
 )
 
 func TestMain(m *testing.M) {
@@ -348,18 +349,10 @@ func wantKinds(t *testing.T, objs []*unstructured.Unstructured, kinds ...string)
 func writeTree(t testing.TB, files map[string]string) string {
 	t.Helper()
 	root := filepath.Join(t.TempDir(), "repo")
-	for name, content := range files {
-		p := filepath.Join(root, filepath.FromSlash(name))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
 	if err := os.MkdirAll(root, 0o755); err != nil {
 		t.Fatal(err)
 	}
+	treefile.Write(t, root, files)
 	return root
 }
 

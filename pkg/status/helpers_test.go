@@ -2,21 +2,18 @@ package status
 
 import (
 	"context"
-	"crypto/ed25519"
-	"encoding/pem"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"golang.org/x/crypto/ssh"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/flotilla-gitops/flotilla/pkg/gitrepo"
 	"github.com/flotilla-gitops/flotilla/test/gitserver"
+	"github.com/flotilla-gitops/flotilla/test/treefile"
 )
 
 // clock is a settable time source.
@@ -48,21 +45,8 @@ func startForge(t testing.TB, files map[string]string, clusters ...string) (*git
 	if len(files) == 0 {
 		files = map[string]string{"README.md": "fleet\n"}
 	}
-	writeFiles(t, dir, files)
+	treefile.Write(t, dir, files)
 	return srv, srv.MustCreateRepo(t, "fleet", dir)
-}
-
-func writeFiles(t testing.TB, dir string, files map[string]string) {
-	t.Helper()
-	for p, content := range files {
-		full := filepath.Join(dir, filepath.FromSlash(p))
-		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(full, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
 }
 
 func agentAuth(srv *gitserver.Server, cluster string) gitrepo.Auth {
@@ -82,29 +66,6 @@ func gitOut(t testing.TB, bare string, args ...string) string {
 		t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
 	return strings.TrimSpace(string(out))
-}
-
-// sshKey returns a signer and its authorized_keys line.
-func sshKey(t testing.TB, seed byte) (gitrepo.Signer, string) {
-	t.Helper()
-	s := make([]byte, ed25519.SeedSize)
-	for i := range s {
-		s[i] = seed
-	}
-	priv := ed25519.NewKeyFromSeed(s)
-	block, err := ssh.MarshalPrivateKey(priv, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	signer, err := gitrepo.ParseSigningKey(pem.EncodeToMemory(block), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pub, err := ssh.NewPublicKey(priv.Public())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return signer, strings.TrimSpace(string(ssh.MarshalAuthorizedKey(pub)))
 }
 
 // readyDoc is a healthy document for cluster at revision rev.

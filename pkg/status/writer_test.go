@@ -12,6 +12,7 @@ import (
 
 	"github.com/flotilla-gitops/flotilla/pkg/gitrepo"
 	"github.com/flotilla-gitops/flotilla/test/gitserver"
+	"github.com/flotilla-gitops/flotilla/test/testkeys"
 )
 
 const rev1 = "main@sha1:1111111111111111111111111111111111111111"
@@ -377,7 +378,8 @@ func TestWriterCannotPushAnotherClustersRef(t *testing.T) {
 }
 
 func TestWriterBoundsHistoryAndSigns(t *testing.T) {
-	signer, pub := sshKey(t, 7)
+	key := testkeys.SSHSeeded(t, 7, "")
+	signer, pub := key.Signer, key.Line()
 	e := newWriterEnv(t, "member1", func(o *WriterOptions) {
 		o.MaxHistory = 3
 		o.Signer = signer

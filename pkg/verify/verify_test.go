@@ -1,12 +1,8 @@
 package verify_test
 
 import (
-	"bytes"
 	"context"
-	"crypto/ed25519"
-	"crypto/rand"
 	"encoding/base64"
-	"encoding/pem"
 	"errors"
 	"os"
 	"os/exec"
@@ -15,74 +11,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ProtonMail/go-crypto/openpgp"
-	"github.com/ProtonMail/go-crypto/openpgp/armor"
-	"golang.org/x/crypto/ssh"
-
 	"github.com/flotilla-gitops/flotilla/pkg/gitrepo"
 	"github.com/flotilla-gitops/flotilla/pkg/verify"
 	"github.com/flotilla-gitops/flotilla/test/gitserver"
 	"github.com/flotilla-gitops/flotilla/test/prereqs"
+	"github.com/flotilla-gitops/flotilla/test/testkeys"
 )
-
-// key is a signing key and its public half as a trusted-keys file holds it.
-type key struct {
-	signer  gitrepo.Signer
-	public  string
-	private []byte // OpenSSH PEM, for the git CLI
-}
-
-func sshKey(t *testing.T, comment string) key {
-	t.Helper()
-	_, priv, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	block, err := ssh.MarshalPrivateKey(priv, comment)
-	if err != nil {
-		t.Fatal(err)
-	}
-	signer, err := gitrepo.ParseSigningKey(pem.EncodeToMemory(block), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pub, err := ssh.NewPublicKey(priv.Public())
-	if err != nil {
-		t.Fatal(err)
-	}
-	line := strings.TrimSpace(string(ssh.MarshalAuthorizedKey(pub))) + " " + comment + "\n"
-	return key{signer: signer, public: line, private: pem.EncodeToMemory(block)}
-}
-
-func pgpKey(t *testing.T, name string) key {
-	t.Helper()
-	e, err := openpgp.NewEntity(name, "", name+"@example.com", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var priv, pub bytes.Buffer
-	w, err := armor.Encode(&priv, openpgp.PrivateKeyType, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := e.SerializePrivate(w, nil); err != nil {
-		t.Fatal(err)
-	}
-	w.Close()
-	w, err = armor.Encode(&pub, openpgp.PublicKeyType, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := e.Serialize(w); err != nil {
-		t.Fatal(err)
-	}
-	w.Close()
-	signer, err := gitrepo.ParseSigningKey(priv.Bytes(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return key{signer: signer, public: pub.String()}
-}
 
 // fixture is a repository on a real Git server, an agent-side Source of it
 // and a keys directory.
@@ -109,14 +43,14 @@ func newFixture(t *testing.T) *fixture {
 }
 
 // push commits a change to main, signed by k (unsigned when k is nil).
-func (f *fixture) push(k *key) string {
+func (f *fixture) push(k *testkeys.Key) string {
 	f.t.Helper()
 	f.n++
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	opts := gitrepo.PushOptions{Auth: f.src.Auth}
 	if k != nil {
-		opts.Signer = k.signer
+		opts.Signer = k.Signer
 	}
 	res, err := gitrepo.PushFiles(ctx, f.src.URL, "refs/heads/main",
 		map[string][]byte{"file.txt": []byte(strings.Repeat("x", f.n))}, "change", gitrepo.Signature{Name: "dev", Email: "dev@example.com"}, opts)
@@ -126,14 +60,14 @@ func (f *fixture) push(k *key) string {
 	return res.Hash
 }
 
-func (f *fixture) trust(keys ...key) {
+func (f *fixture) trust(keys ...testkeys.Key) {
 	f.t.Helper()
 	entries, _ := os.ReadDir(f.keysDir)
 	for _, e := range entries {
 		os.Remove(filepath.Join(f.keysDir, e.Name()))
 	}
 	for i, k := range keys {
-		if err := os.WriteFile(filepath.Join(f.keysDir, "key"+string(rune('0'+i))), []byte(k.public), 0o600); err != nil {
+		if err := os.WriteFile(filepath.Join(f.keysDir, "key"+string(rune('0'+i))), []byte(k.Public), 0o600); err != nil {
 			f.t.Fatal(err)
 		}
 	}
@@ -198,7 +132,7 @@ func wantRefused(t *testing.T, err error, reason, commit string, cause error) {
 
 func TestHeadMode(t *testing.T) {
 	f := newFixture(t)
-	alice, bob, carol := sshKey(t, "alice@example.com"), pgpKey(t, "Bob"), sshKey(t, "carol@example.com")
+	alice, bob, carol := testkeys.SSH(t, "alice@example.com"), testkeys.PGP(t, "Bob"), testkeys.SSH(t, "carol@example.com")
 	f.trust(alice, bob)
 	v, refused := f.verifier(verify.ModeHead, nil, "")
 	ctx := context.Background()
@@ -249,7 +183,7 @@ func TestHeadMode(t *testing.T) {
 
 func TestStrictMode(t *testing.T) {
 	f := newFixture(t)
-	alice := sshKey(t, "alice@example.com")
+	alice := testkeys.SSH(t, "alice@example.com")
 	f.trust(alice)
 	anchor := &memAnchor{}
 	ctx := context.Background()
@@ -312,7 +246,7 @@ func TestStrictMode(t *testing.T) {
 
 func TestStrictModeRefusesRewrittenHistory(t *testing.T) {
 	f := newFixture(t)
-	alice := sshKey(t, "alice@example.com")
+	alice := testkeys.SSH(t, "alice@example.com")
 	f.trust(alice)
 	ctx := context.Background()
 	root := f.push(&alice)
@@ -336,12 +270,12 @@ func TestStrictModeRefusesRewrittenHistory(t *testing.T) {
 
 // gitSignedOrphan force-pushes a new root commit to main, made and signed
 // by the git CLI with k's SSH key.
-func gitSignedOrphan(t *testing.T, f *fixture, k key) string {
+func gitSignedOrphan(t *testing.T, f *fixture, k testkeys.Key) string {
 	t.Helper()
 	prereqs.Require(t, "ssh-keygen") // git's SSH signing runs it
 	dir := t.TempDir()
 	keyFile := filepath.Join(t.TempDir(), "id_ed25519")
-	if err := os.WriteFile(keyFile, k.private, 0o600); err != nil {
+	if err := os.WriteFile(keyFile, k.Private, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(filepath.Join(dir, "a"), []byte("rewritten\n"), 0o644); err != nil {

@@ -12,6 +12,8 @@ import (
 
 	"github.com/flotilla-gitops/flotilla/pkg/slice"
 	"github.com/flotilla-gitops/flotilla/pkg/status"
+	"github.com/flotilla-gitops/flotilla/test/fleetrepo"
+	"github.com/flotilla-gitops/flotilla/test/treefile"
 )
 
 // badInput is a unit that must fail to render with a clear error while
@@ -106,7 +108,7 @@ data:
 			},
 			extra: func(t *testing.T, dir, _ string) {
 				chart := filepath.Join(dir, "charts", "loop")
-				writeAll(t, chart, map[string]string{
+				treefile.Write(t, chart, map[string]string{
 					"Chart.yaml": "apiVersion: v2\nname: loop\nversion: 0.1.0\n",
 					"templates/loop.yaml": `{{- range 1000000 }}{{- range 1000000 }}{{- end }}{{- end }}
 apiVersion: v1
@@ -152,13 +154,13 @@ func TestAgentBadInput(t *testing.T) {
 			if bi.extra != nil {
 				bi.extra(t, dir, cluster)
 			}
-			repo := newFleetRepo(t, srv, cluster, dir)
+			repo := fleetrepo.New(t, srv, cluster, dir)
 			a := newInprocAgent(t, c, agentSpec{cluster: cluster, repo: repo, renderTimeout: 5 * time.Second})
 
 			start := time.Now()
 			st := a.cycle()
 			t.Logf("cycle took %s", time.Since(start).Round(time.Millisecond))
-			if st.LastError != "" || st.FetchedRevision != repo.head() {
+			if st.LastError != "" || st.FetchedRevision != repo.Head() {
 				t.Fatalf("loop-level failure: %s", describeStatus(st))
 			}
 			if u := unitOf(st, "good"); !unitIsReady(u) || u.Objects != 2 {
@@ -205,18 +207,5 @@ func TestAgentBadInput(t *testing.T) {
 				}
 			}
 		})
-	}
-}
-
-func writeAll(t *testing.T, dir string, files map[string]string) {
-	t.Helper()
-	for rel, content := range files {
-		p := filepath.Join(dir, filepath.FromSlash(rel))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
 	}
 }

@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -28,129 +27,12 @@ import (
 	"github.com/flotilla-gitops/flotilla/pkg/slice"
 	"github.com/flotilla-gitops/flotilla/pkg/status"
 	"github.com/flotilla-gitops/flotilla/test/agentproc"
+	"github.com/flotilla-gitops/flotilla/test/fleetrepo"
 	"github.com/flotilla-gitops/flotilla/test/gitserver"
 	"github.com/flotilla-gitops/flotilla/test/testenv"
 )
 
 // ---- fleet repositories ----
-
-// fleetRepo is a working directory pushed to a repository of the Git
-// server; push sends what changed since the last push as one commit.
-type fleetRepo struct {
-	srv  *gitserver.Server
-	name string
-	dir  string
-	url  string
-	last map[string]string // path → content at the last push
-}
-
-// newFleetRepo creates repository name on srv from dir (its initial commit).
-func newFleetRepo(t *testing.T, srv *gitserver.Server, name, dir string) *fleetRepo {
-	t.Helper()
-	r := &fleetRepo{srv: srv, name: name, dir: dir}
-	r.url = srv.MustCreateRepo(t, name, dir)
-	r.last = readTree(t, dir)
-	return r
-}
-
-// head is the branch revision in the agent's notation.
-func (r *fleetRepo) head() string { return "main@sha1:" + r.srv.Head(r.name, "main") }
-
-// push commits the working directory's changes as the maintainer.
-func (r *fleetRepo) push(t *testing.T, msg string) string {
-	t.Helper()
-	now := readTree(t, r.dir)
-	files := map[string]string{}
-	var deletes []string
-	for p, c := range now {
-		if old, ok := r.last[p]; !ok || old != c {
-			files[p] = c
-		}
-	}
-	for p := range r.last {
-		if _, ok := now[p]; !ok {
-			deletes = append(deletes, p)
-		}
-	}
-	sort.Strings(deletes)
-	r.srv.Commit(t, r.name, gitserver.Maintainer, files, deletes, msg)
-	r.last = now
-	return r.head()
-}
-
-// render runs the hub's `flotilla render` on the working directory.
-func (r *fleetRepo) render(t *testing.T) {
-	t.Helper()
-	hubRender(t, r.dir)
-}
-
-func (r *fleetRepo) write(t *testing.T, rel, content string) {
-	t.Helper()
-	p := filepath.Join(r.dir, filepath.FromSlash(rel))
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// remove deletes a file or directory of the working directory.
-func (r *fleetRepo) remove(t *testing.T, rel string) {
-	t.Helper()
-	if err := os.RemoveAll(filepath.Join(r.dir, filepath.FromSlash(rel))); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func (r *fleetRepo) read(t *testing.T, rel string) string {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join(r.dir, filepath.FromSlash(rel)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
-}
-
-// edit replaces old by new in a file, failing when old is absent.
-func (r *fleetRepo) edit(t *testing.T, rel, old, new string) {
-	t.Helper()
-	s := r.read(t, rel)
-	if !strings.Contains(s, old) {
-		t.Fatalf("%s does not contain %q", rel, old)
-	}
-	r.write(t, rel, strings.Replace(s, old, new, 1))
-}
-
-func readTree(t *testing.T, dir string) map[string]string {
-	t.Helper()
-	out := map[string]string{}
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			if d.Name() == ".git" {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if !d.Type().IsRegular() {
-			return nil
-		}
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(dir, p)
-		out[filepath.ToSlash(rel)] = string(b)
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
 
 func hubRender(t *testing.T, dir string) {
 	t.Helper()
@@ -277,7 +159,7 @@ func writeHandSlice(t *testing.T, dir, cluster string, units []handUnit) {
 // agentSpec configures an in-process agent.
 type agentSpec struct {
 	cluster  string
-	repo     *fleetRepo
+	repo     *fleetrepo.Repo
 	cacheDir string // default: a new temporary directory
 	// namespace for inventories; created when missing.
 	namespace     string
@@ -321,7 +203,7 @@ func newInprocAgent(t *testing.T, c *testenv.Cluster, spec agentSpec) *inprocAge
 	if spec.interval == 0 {
 		spec.interval = 3 * time.Second
 	}
-	creds := agentUser(t, spec.repo.srv, spec.cluster)
+	creds := agentUser(t, spec.repo.Server, spec.cluster)
 	auth, err := gitrepo.LoadAuth(creds)
 	if err != nil {
 		t.Fatal(err)
@@ -333,7 +215,7 @@ func newInprocAgent(t *testing.T, c *testenv.Cluster, spec agentSpec) *inprocAge
 	m := metrics.New()
 	m.CountAPIRequests(counter)
 	run := agentproc.NewInProcess(t, c, agentproc.InProcessOptions{
-		Cluster: spec.cluster, RepoURL: spec.repo.url, Auth: auth,
+		Cluster: spec.cluster, RepoURL: spec.repo.URL, Auth: auth,
 		CacheDir: spec.cacheDir, Namespace: spec.namespace,
 		RESTConfig: cfg, Discovery: true, Metrics: m,
 		Interval: spec.interval, Workers: spec.workers, RenderTimeout: spec.renderTimeout,

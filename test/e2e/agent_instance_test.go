@@ -14,6 +14,7 @@ import (
 
 	"github.com/flotilla-gitops/flotilla/pkg/fleetstatus"
 	"github.com/flotilla-gitops/flotilla/pkg/status"
+	"github.com/flotilla-gitops/flotilla/test/fleetrepo"
 	"github.com/flotilla-gitops/flotilla/test/gitserver"
 	"github.com/flotilla-gitops/flotilla/test/testenv"
 )
@@ -36,7 +37,7 @@ func TestTwoAgentsOneClusterName(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "clusters", cluster+".yaml"), []byte(def), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	repo := newFleetRepo(t, srv, cluster, dir)
+	repo := fleetrepo.New(t, srv, cluster, dir)
 	creds := agentUser(t, srv, cluster)
 	uid := func(c *testenv.Cluster) string {
 		var kubeSystem corev1.Namespace

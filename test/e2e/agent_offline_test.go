@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/flotilla-gitops/flotilla/pkg/status"
+	"github.com/flotilla-gitops/flotilla/test/fleetrepo"
 )
 
 // settingsUnit is a unit with a namespace and one ConfigMap whose color
@@ -59,12 +60,12 @@ func TestAgentGitOutage(t *testing.T) {
 	const cluster, ns = "offline", "offline-app"
 	dir := t.TempDir()
 	writeHandSlice(t, dir, cluster, []handUnit{settingsUnit(ns, "blue")})
-	repo := newFleetRepo(t, srv, "fleet", dir)
+	repo := fleetrepo.New(t, srv, "fleet", dir)
 	const interval = 2 * time.Second
 	cache := t.TempDir()
 	a := newInprocAgent(t, c, agentSpec{cluster: cluster, repo: repo, interval: interval, cacheDir: cache})
 	a.start()
-	rev1 := repo.head()
+	rev1 := repo.Head()
 	a.waitApplied(time.Minute, rev1)
 
 	srv.Stop()
@@ -105,7 +106,7 @@ func TestAgentGitOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	writeHandSlice(t, dir, cluster, []handUnit{settingsUnit(ns, "green")})
-	rev2 := repo.push(t, "green")
+	rev2 := repo.Push(t, "green")
 	st = b.waitApplied(time.Minute, rev2)
 	if st.LastError != "" {
 		t.Errorf("error after recovery: %s", st.LastError)

@@ -17,6 +17,7 @@ import (
 	"github.com/flotilla-gitops/flotilla/pkg/slice"
 	"github.com/flotilla-gitops/flotilla/pkg/status"
 	"github.com/flotilla-gitops/flotilla/test/agentproc"
+	"github.com/flotilla-gitops/flotilla/test/fleetrepo"
 	"github.com/flotilla-gitops/flotilla/test/gitserver"
 	"github.com/flotilla-gitops/flotilla/test/testenv"
 )
@@ -32,7 +33,7 @@ type agentProc struct {
 
 // startAgentProc runs the flotilla-agent binary against cluster c with
 // the admin kubeconfig; args are appended to the common ones.
-func startAgentProc(t *testing.T, c *testenv.Cluster, repo *fleetRepo, cluster, namespace, identity, cacheDir, creds string, args ...string) *agentProc {
+func startAgentProc(t *testing.T, c *testenv.Cluster, repo *fleetrepo.Repo, cluster, namespace, identity, cacheDir, creds string, args ...string) *agentProc {
 	t.Helper()
 	return startAgentProcKubeconfig(t, c.AdminKubeconfig(), repo, cluster, namespace, identity, cacheDir, creds, args...)
 }
@@ -42,11 +43,11 @@ func startAgentProc(t *testing.T, c *testenv.Cluster, repo *fleetRepo, cluster, 
 // in ns, "blue"), the agent's namespace agentNS in c, and the Git
 // credentials of the cluster's agent user. dir is the repo's working tree,
 // for later commits.
-func handAgentFleet(t *testing.T, c *testenv.Cluster, srv *gitserver.Server, cluster, ns, agentNS string) (dir string, repo *fleetRepo, creds string) {
+func handAgentFleet(t *testing.T, c *testenv.Cluster, srv *gitserver.Server, cluster, ns, agentNS string) (dir string, repo *fleetrepo.Repo, creds string) {
 	t.Helper()
 	dir = t.TempDir()
 	writeHandSlice(t, dir, cluster, []handUnit{settingsUnit(ns, "blue")})
-	repo = newFleetRepo(t, srv, cluster, dir)
+	repo = fleetrepo.New(t, srv, cluster, dir)
 	if err := c.CreateNamespace(testCtx(t), agentNS); err != nil {
 		t.Fatal(err)
 	}
@@ -54,18 +55,18 @@ func handAgentFleet(t *testing.T, c *testenv.Cluster, srv *gitserver.Server, clu
 }
 
 // startAgentProcKubeconfig is startAgentProc with the given kubeconfig.
-func startAgentProcKubeconfig(t *testing.T, kubeconfig string, repo *fleetRepo, cluster, namespace, identity, cacheDir, creds string, args ...string) *agentProc {
+func startAgentProcKubeconfig(t *testing.T, kubeconfig string, repo *fleetrepo.Repo, cluster, namespace, identity, cacheDir, creds string, args ...string) *agentProc {
 	t.Helper()
 	return startAgentProcEnv(t, nil, kubeconfig, repo, cluster, namespace, identity, cacheDir, creds, args...)
 }
 
 // startAgentProcEnv is startAgentProcKubeconfig with env added to the
 // agent's environment.
-func startAgentProcEnv(t *testing.T, env []string, kubeconfig string, repo *fleetRepo, cluster, namespace, identity, cacheDir, creds string, args ...string) *agentProc {
+func startAgentProcEnv(t *testing.T, env []string, kubeconfig string, repo *fleetrepo.Repo, cluster, namespace, identity, cacheDir, creds string, args ...string) *agentProc {
 	t.Helper()
 	all := append([]string{
 		"--kubeconfig", kubeconfig,
-		"--cluster-name", cluster, "--repo-url", repo.url, "--git-credentials-dir", creds,
+		"--cluster-name", cluster, "--repo-url", repo.URL, "--git-credentials-dir", creds,
 		"--cache-dir", cacheDir, "--namespace", namespace, "--identity", identity,
 		"--metrics-addr", "127.0.0.1:0", "--health-addr", "127.0.0.1:0",
 		"--log-format", "json", "--log-level", "debug", "--shutdown-grace", "5s",
@@ -152,7 +153,7 @@ func TestAgentLeaderElection(t *testing.T) {
 		}
 	}
 	step(leader.identity + " leads")
-	rev := repo.head()
+	rev := repo.Head()
 	leader.waitStatus(time.Minute, "the leader to apply", func(st *status.ClusterStatus) bool {
 		return st.AppliedRevision == rev && allUnitsReady(st) && st.Agent.Identity == leader.identity
 	})
@@ -305,7 +306,7 @@ func TestAgentKilledMidApply(t *testing.T) {
 	dir := t.TempDir()
 	all := killUnits(ns, units)
 	writeHandSlice(t, dir, cluster, all)
-	repo := newFleetRepo(t, srv, cluster, dir)
+	repo := fleetrepo.New(t, srv, cluster, dir)
 	if err := c.CreateNamespace(testCtx(t), agentNS); err != nil {
 		t.Fatal(err)
 	}
@@ -381,13 +382,13 @@ func TestAgentKilledMidApply(t *testing.T) {
 	var kept []handUnit
 	for _, u := range all {
 		if u.name == interrupted || u.name == completed {
-			repo.remove(t, slice.UnitDir(cluster, u.name))
+			repo.Remove(t, slice.UnitDir(cluster, u.name))
 			continue
 		}
 		kept = append(kept, u)
 	}
 	writeHandSlice(t, dir, cluster, kept)
-	rev := repo.push(t, "remove "+interrupted+" and "+completed)
+	rev := repo.Push(t, "remove "+interrupted+" and "+completed)
 
 	step("pushed")
 	p := startAgentProc(t, c, repo, cluster, agentNS, "restarted", cache, creds, "--interval", "2s")

@@ -19,6 +19,7 @@ import (
 
 	"github.com/flotilla-gitops/flotilla/pkg/bootstrap"
 	"github.com/flotilla-gitops/flotilla/pkg/status"
+	"github.com/flotilla-gitops/flotilla/test/fleetrepo"
 	"github.com/flotilla-gitops/flotilla/test/testenv"
 )
 
@@ -143,12 +144,12 @@ func TestAgentUnderNamespacedRBAC(t *testing.T) {
 		unit("cluster-scoped", "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata:\n  name: flotilla-e2e-forbidden\nrules: []\n"),
 		unit("namespace", "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: team-b\n"),
 	})
-	repo := newFleetRepo(t, agentGit(t), "namespaced", dir)
-	creds := agentUser(t, repo.srv, cluster)
+	repo := fleetrepo.New(t, agentGit(t), "namespaced", dir)
+	creds := agentUser(t, repo.Server, cluster)
 	a := startAgentProcKubeconfig(t, kubeconfig, repo, cluster, bootstrap.DefaultNamespace, cluster+"-agent", t.TempDir(), creds,
 		"--interval", "3s", "--leader-elect")
 
-	rev := repo.head()
+	rev := repo.Head()
 	forbidden := []string{"outside", "cluster-scoped", "namespace"}
 	st := a.waitStatus(3*time.Minute, "app Ready and the others Forbidden at "+rev, func(st *status.ClusterStatus) bool {
 		if st.FetchedRevision != rev || unitOf(st, "app") == nil || !unitIsReady(unitOf(st, "app")) {

@@ -30,7 +30,7 @@ func TestAgentReconcileNow(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := startAgentProc(t, c, repo, cluster, agentNS, "reconcile-now", t.TempDir(), creds, "--interval", "1h")
-	first := repo.head()
+	first := repo.Head()
 	p.waitStatus(2*time.Minute, "the first revision applied", func(st *status.ClusterStatus) bool {
 		return st.AppliedRevision == first && allUnitsReady(st)
 	})
@@ -40,7 +40,7 @@ func TestAgentReconcileNow(t *testing.T) {
 	})
 
 	writeHandSlice(t, dir, cluster, []handUnit{settingsUnit(ns, "green")})
-	second := repo.push(t, "settings: green")
+	second := repo.Push(t, "settings: green")
 	if second == first {
 		t.Fatal("the push made no new revision")
 	}

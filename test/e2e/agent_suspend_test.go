@@ -13,6 +13,8 @@ import (
 	"github.com/flotilla-gitops/flotilla/pkg/fleetstatus"
 	"github.com/flotilla-gitops/flotilla/pkg/slice"
 	"github.com/flotilla-gitops/flotilla/pkg/status"
+	"github.com/flotilla-gitops/flotilla/test/fleetrepo"
+	"github.com/flotilla-gitops/flotilla/test/treefile"
 )
 
 // TestAgentSuspend: `suspend: true` on an Application reaches the agent
@@ -30,37 +32,37 @@ func TestAgentSuspend(t *testing.T) {
 	files["apps/web/app.yaml"] = fleetApp(cluster, "web", ns, "manifests", "manifests")
 	files["apps/web/manifests/settings.yaml"] = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\ndata:\n  color: blue\n"
 	files["apps/web/manifests/extra.yaml"] = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: extra\ndata:\n  keep: me\n"
-	writeAll(t, dir, files)
+	treefile.Write(t, dir, files)
 	hubRender(t, dir)
-	repo := newFleetRepo(t, srv, cluster, dir)
+	repo := fleetrepo.New(t, srv, cluster, dir)
 	if err := c.CreateNamespace(testCtx(t), agentNS); err != nil {
 		t.Fatal(err)
 	}
 	creds := agentUser(t, srv, cluster)
 	p := startAgentProc(t, c, repo, cluster, agentNS, "suspend", t.TempDir(), creds, "--interval", "2s")
-	rev1 := repo.head()
+	rev1 := repo.Head()
 	p.waitStatus(3*time.Minute, "the first revision applied", func(st *status.ClusterStatus) bool {
 		return st.AppliedRevision == rev1 && allUnitsReady(st)
 	})
 	waitColor(t, k, ns, "blue", time.Minute)
 
 	// Suspend: the slice says so.
-	repo.edit(t, "apps/web/app.yaml", "  namespace: "+ns+"\n", "  namespace: "+ns+"\n  suspend: true\n")
+	repo.Edit(t, "apps/web/app.yaml", "  namespace: "+ns+"\n", "  namespace: "+ns+"\n  suspend: true\n")
 	hubRender(t, dir)
 	if s, err := slice.Read(dir, cluster); err != nil || !unitSuspended(s, "web") {
 		t.Fatalf("slice after suspending: %+v %v", s, err)
 	}
-	rev2 := repo.push(t, "suspend web")
+	rev2 := repo.Push(t, "suspend web")
 	p.waitStatus(2*time.Minute, "web Suspended at "+rev2, func(st *status.ClusterStatus) bool {
 		u := unitOf(st, "web")
 		return st.FetchedRevision == rev2 && u != nil && u.Suspended
 	})
 
 	// A change in Git while suspended: green, and extra leaves the source.
-	repo.write(t, "apps/web/manifests/settings.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\ndata:\n  color: green\n")
-	repo.remove(t, "apps/web/manifests/extra.yaml")
+	repo.Write(t, "apps/web/manifests/settings.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\ndata:\n  color: green\n")
+	repo.Remove(t, "apps/web/manifests/extra.yaml")
 	hubRender(t, dir)
-	rev3 := repo.push(t, "web: green, no extra")
+	rev3 := repo.Push(t, "web: green, no extra")
 	st := p.waitStatus(2*time.Minute, "web still Suspended at "+rev3, func(st *status.ClusterStatus) bool {
 		u := unitOf(st, "web")
 		return st.FetchedRevision == rev3 && u != nil && u.Suspended
@@ -97,9 +99,9 @@ func TestAgentSuspend(t *testing.T) {
 	}
 
 	// Unsuspend: the change is applied and extra pruned.
-	repo.edit(t, "apps/web/app.yaml", "  suspend: true\n", "")
+	repo.Edit(t, "apps/web/app.yaml", "  suspend: true\n", "")
 	hubRender(t, dir)
-	rev4 := repo.push(t, "resume web")
+	rev4 := repo.Push(t, "resume web")
 	p.waitStatus(2*time.Minute, "applied at "+rev4, func(st *status.ClusterStatus) bool {
 		u := unitOf(st, "web")
 		return st.AppliedRevision == rev4 && allUnitsReady(st) && u != nil && !u.Suspended

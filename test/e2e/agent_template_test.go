@@ -17,6 +17,7 @@ import (
 	"github.com/flotilla-gitops/flotilla/pkg/apply"
 	"github.com/flotilla-gitops/flotilla/pkg/status"
 	"github.com/flotilla-gitops/flotilla/test/agentproc"
+	"github.com/flotilla-gitops/flotilla/test/fleetrepo"
 	"github.com/flotilla-gitops/flotilla/test/testenv"
 )
 
@@ -103,7 +104,7 @@ func runTemplateLifecycle(t *testing.T, c *testenv.Cluster, o templateOptions) {
 	k := c.Client()
 	dir := copyTemplate(t)
 	hubRender(t, dir)
-	repo := newFleetRepo(t, agentGit(t), o.repoName, dir)
+	repo := fleetrepo.New(t, agentGit(t), o.repoName, dir)
 	const interval = 3 * time.Second
 	var a templateAgent
 	if o.kubeconfig == "" {
@@ -111,12 +112,12 @@ func runTemplateLifecycle(t *testing.T, c *testenv.Cluster, o templateOptions) {
 		in.start()
 		a = in
 	} else {
-		creds := agentUser(t, repo.srv, "member1")
+		creds := agentUser(t, repo.Server, "member1")
 		a = startAgentProcKubeconfig(t, o.kubeconfig, repo, "member1", o.namespace, "member1-agent", t.TempDir(), creds,
 			"--interval", interval.String(), "--leader-elect")
 	}
 
-	rev1 := repo.head()
+	rev1 := repo.Head()
 	var st *status.ClusterStatus
 	ok := t.Run("applied and ready", func(t *testing.T) {
 		st = a.waitApplied(4*time.Minute, rev1)
@@ -226,10 +227,10 @@ func runTemplateLifecycle(t *testing.T, c *testenv.Cluster, o templateOptions) {
 
 	t.Run("a later commit updates a unit", func(t *testing.T) {
 		// iot-collector: 3 replicas on cloud clusters → 2.
-		repo.edit(t, "apps/iot-collector/app.yaml", "count: 3", "count: 2")
-		repo.render(t)
+		repo.Edit(t, "apps/iot-collector/app.yaml", "count: 3", "count: 2")
+		hubRender(t, repo.Dir)
 		before := managedObjects(t, k, "backend", "shop", "web")
-		rev2 := repo.push(t, "iot-collector: 2 replicas")
+		rev2 := repo.Push(t, "iot-collector: 2 replicas")
 		a.waitApplied(2*time.Minute, rev2)
 		d, err := getDeployment(t, k, "iot", "iot-collector")
 		if err != nil {
@@ -248,9 +249,9 @@ func runTemplateLifecycle(t *testing.T, c *testenv.Cluster, o templateOptions) {
 		if before["Deployment/web/nginx"] != "nginx" || before["Service/web/nginx"] != "nginx" {
 			t.Fatalf("nginx objects before removal: %v", before)
 		}
-		repo.remove(t, "apps/nginx")
-		repo.render(t)
-		rev3 := repo.push(t, "remove nginx")
+		repo.Remove(t, "apps/nginx")
+		hubRender(t, repo.Dir)
+		rev3 := repo.Push(t, "remove nginx")
 		st := a.waitApplied(2*time.Minute, rev3)
 		if unitOf(st, "nginx") != nil {
 			t.Fatalf("nginx still in status:\n%s", describeStatus(st))
@@ -285,7 +286,7 @@ func runTemplateLifecycle(t *testing.T, c *testenv.Cluster, o templateOptions) {
 	})
 
 	t.Run("a broken kustomization changes nothing and is reported", func(t *testing.T) {
-		good := repo.head()
+		good := repo.Head()
 		dep, err := getDeployment(t, k, "backend", "backend")
 		if err != nil {
 			t.Fatal(err)
@@ -293,10 +294,10 @@ func runTemplateLifecycle(t *testing.T, c *testenv.Cluster, o templateOptions) {
 		rv := dep.ResourceVersion
 		// Referencing a file that does not exist, and changing replicas so
 		// the unit's hash changes.
-		repo.edit(t, "apps/backend/base/kustomization.yaml", "resources:", "resources:\n  - does-not-exist.yaml")
-		repo.edit(t, "apps/backend/base/deployment.yaml", "replicas: 2", "replicas: 4")
-		repo.render(t)
-		bad := repo.push(t, "break backend")
+		repo.Edit(t, "apps/backend/base/kustomization.yaml", "resources:", "resources:\n  - does-not-exist.yaml")
+		repo.Edit(t, "apps/backend/base/deployment.yaml", "replicas: 2", "replicas: 4")
+		hubRender(t, repo.Dir)
+		bad := repo.Push(t, "break backend")
 		st := a.waitStatus(2*time.Minute, "backend's render failure in status", func(st *status.ClusterStatus) bool {
 			u := unitOf(st, "backend")
 			if st.FetchedRevision != bad || u == nil {
@@ -346,9 +347,9 @@ func runTemplateLifecycle(t *testing.T, c *testenv.Cluster, o templateOptions) {
 		}
 
 		// Fixing it applies the new content.
-		repo.edit(t, "apps/backend/base/kustomization.yaml", "resources:\n  - does-not-exist.yaml", "resources:")
-		repo.render(t)
-		fixed := repo.push(t, "fix backend")
+		repo.Edit(t, "apps/backend/base/kustomization.yaml", "resources:\n  - does-not-exist.yaml", "resources:")
+		hubRender(t, repo.Dir)
+		fixed := repo.Push(t, "fix backend")
 		a.waitApplied(2*time.Minute, fixed)
 	})
 }

@@ -9,6 +9,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/flotilla-gitops/flotilla/test/fleetrepo"
 )
 
 // imperativeUnit is a Service with one unnamed port and a Deployment on
@@ -63,10 +65,10 @@ func TestAgentRestoresImperativeDrift(t *testing.T) {
 	const cluster, ns = "takeover", "takeover-app"
 	dir := t.TempDir()
 	writeHandSlice(t, dir, cluster, []handUnit{imperativeUnit(ns)})
-	repo := newFleetRepo(t, srv, "fleet", dir)
+	repo := fleetrepo.New(t, srv, "fleet", dir)
 	a := newInprocAgent(t, c, agentSpec{cluster: cluster, repo: repo, interval: 2 * time.Second})
 	a.start()
-	a.waitApplied(2*time.Minute, repo.head())
+	a.waitApplied(2*time.Minute, repo.Head())
 
 	key := client.ObjectKey{Namespace: ns, Name: "web"}
 	deployment := func() (*appsv1.Deployment, error) {

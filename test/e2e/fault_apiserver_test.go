@@ -12,6 +12,7 @@ import (
 
 	"github.com/flotilla-gitops/flotilla/pkg/apply"
 	"github.com/flotilla-gitops/flotilla/pkg/status"
+	"github.com/flotilla-gitops/flotilla/test/fleetrepo"
 	"github.com/flotilla-gitops/flotilla/test/testenv"
 )
 
@@ -68,7 +69,7 @@ func TestFaultAPIServerRestartDuringColdApply(t *testing.T) {
 	dir := t.TempDir()
 	units, want := outageUnits("outage", 50, 4)
 	writeHandSlice(t, dir, cluster, units)
-	repo := newFleetRepo(t, srv, cluster, dir)
+	repo := fleetrepo.New(t, srv, cluster, dir)
 	if err := c.CreateNamespace(testCtx(t), agentNS); err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +78,7 @@ func TestFaultAPIServerRestartDuringColdApply(t *testing.T) {
 	// in it; whether it did is logged, not asserted.
 	p := startAgentProc(t, c, repo, cluster, agentNS, "outage-agent", t.TempDir(), creds,
 		"--interval", "3s", "--workers", "2", "--kube-api-qps", "20", "--kube-api-burst", "20")
-	rev := repo.head()
+	rev := repo.Head()
 
 	// Stop once the agent is at work: it has begun applying units.
 	waitFor(t, 2*time.Minute, "the agent to apply a unit", func() (bool, string) {

@@ -70,7 +70,7 @@ func TestFaultCorruptGitCache(t *testing.T) {
 	cache := t.TempDir()
 	args := []string{"--interval", "2s"}
 	first := startAgentProc(t, c, repo, cluster, agentNS, "corrupt-cache-1", cache, creds, args...)
-	rev := repo.head()
+	rev := repo.Head()
 	first.waitStatus(2*time.Minute, "the first revision applied", func(st *status.ClusterStatus) bool {
 		return st.AppliedRevision == rev && allUnitsReady(st)
 	})
@@ -112,7 +112,7 @@ func TestFaultCorruptGitCache(t *testing.T) {
 
 	// The recovered cache follows the branch.
 	writeHandSlice(t, dir, cluster, []handUnit{settingsUnit(ns, "green")})
-	next := repo.push(t, "green")
+	next := repo.Push(t, "green")
 	second.waitStatus(2*time.Minute, "the next revision applied", func(st *status.ClusterStatus) bool {
 		return st.AppliedRevision == next && allUnitsReady(st)
 	})

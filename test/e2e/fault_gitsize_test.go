@@ -28,7 +28,7 @@ func TestFaultGitHugeBlob(t *testing.T) {
 	cache := t.TempDir()
 	p := startAgentProcEnv(t, []string{"GODEBUG=gctrace=1"}, c.AdminKubeconfig(), repo, cluster, agentNS, "huge-blob-agent", cache, creds,
 		"--interval", "2s", "--git-max-fetch-size", fmt.Sprint(limit))
-	good := repo.head()
+	good := repo.Head()
 	p.waitStatus(2*time.Minute, "the first revision applied", func(st *status.ClusterStatus) bool {
 		return st.AppliedRevision == good && allUnitsReady(st)
 	})
@@ -39,8 +39,8 @@ func TestFaultGitHugeBlob(t *testing.T) {
 	if _, err := rand.Read(blob); err != nil { // random: the pack cannot compress it
 		t.Fatal(err)
 	}
-	repo.write(t, "blobs/huge.bin", string(blob))
-	huge := repo.push(t, "a huge blob")
+	repo.Write(t, "blobs/huge.bin", string(blob))
+	huge := repo.Push(t, "a huge blob")
 	t.Logf("pushed %s with a %d MiB blob", huge, blobSize>>20)
 
 	var failure string

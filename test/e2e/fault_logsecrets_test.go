@@ -10,6 +10,7 @@ import (
 
 	"github.com/flotilla-gitops/flotilla/pkg/gitrepo"
 	"github.com/flotilla-gitops/flotilla/pkg/status"
+	"github.com/flotilla-gitops/flotilla/test/fleetrepo"
 	"github.com/flotilla-gitops/flotilla/test/gitserver"
 	"github.com/flotilla-gitops/flotilla/test/testenv"
 )
@@ -52,7 +53,7 @@ func TestFaultLogsHoldNoSecrets(t *testing.T) {
 	}
 	dir := t.TempDir()
 	writeHandSlice(t, dir, cluster, []handUnit{{name: "secrets", files: files}})
-	repo := newFleetRepo(t, srv, cluster, dir)
+	repo := fleetrepo.New(t, srv, cluster, dir)
 	// The namespace exists beforehand: one the unit created would be
 	// rolled back with the failed apply and, without a namespace
 	// controller, stay Terminating, refusing the next cycles' Secrets.
@@ -71,7 +72,7 @@ func TestFaultLogsHoldNoSecrets(t *testing.T) {
 	creds := credentialsWithToken(t, user, password, token)
 	cache := t.TempDir()
 	p := startAgentProc(t, c, repo, cluster, agentNS, "log-secrets-agent", cache, creds, "--interval", "2s")
-	rev := repo.head()
+	rev := repo.Head()
 	p.waitStatus(2*time.Minute, "the Secret unit to fail", func(st *status.ClusterStatus) bool {
 		u := unitOf(st, "secrets")
 		return st.FetchedRevision == rev && u != nil && u.LastError != "" && !unitIsReady(u)

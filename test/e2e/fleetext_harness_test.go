@@ -16,6 +16,7 @@ import (
 	"github.com/flotilla-gitops/flotilla/pkg/slice"
 	"github.com/flotilla-gitops/flotilla/test/agentproc"
 	"github.com/flotilla-gitops/flotilla/test/testenv"
+	"github.com/flotilla-gitops/flotilla/test/treefile"
 )
 
 // istioCRDs is Istio's VirtualService and DestinationRule CRDs, generated
@@ -41,7 +42,7 @@ type fleetExtRepo struct {
 func newFleetExtRepo(t *testing.T, c *testenv.Cluster, cluster, inventoryNS string, files map[string]string) *fleetExtRepo {
 	t.Helper()
 	root := t.TempDir()
-	writeAll(t, root, files)
+	treefile.Write(t, root, files)
 	if err := c.CreateNamespace(testCtx(t), inventoryNS); err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +54,7 @@ func newFleetExtRepo(t *testing.T, c *testenv.Cluster, cluster, inventoryNS stri
 }
 
 // write replaces one input file.
-func (r *fleetExtRepo) write(rel, content string) {
+func (r *fleetExtRepo) Write(rel, content string) {
 	r.t.Helper()
 	if err := os.WriteFile(filepath.Join(r.root, filepath.FromSlash(rel)), []byte(content), 0o644); err != nil {
 		r.t.Fatal(err)

@@ -16,6 +16,7 @@ import (
 	"github.com/flotilla-gitops/flotilla/pkg/gitrepo"
 	"github.com/flotilla-gitops/flotilla/pkg/status"
 	"github.com/flotilla-gitops/flotilla/test/agentproc"
+	"github.com/flotilla-gitops/flotilla/test/fleetrepo"
 )
 
 // neverReadyUnit is a Deployment whose pod fits no node: its health wait
@@ -69,7 +70,7 @@ func TestLongHealthWaitKeepsTheClusterReachable(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	repo := newFleetRepo(t, srv, "fleet", dir)
+	repo := fleetrepo.New(t, srv, "fleet", dir)
 	auth, err := gitrepo.LoadAuth(agentUser(t, srv, cluster))
 	if err != nil {
 		t.Fatal(err)
@@ -79,14 +80,14 @@ func TestLongHealthWaitKeepsTheClusterReachable(t *testing.T) {
 	// the cache and to the status ref, a heartbeat every second.
 	startAgent := func() *agentproc.InProcess {
 		w, err := status.NewWriter(status.WriterOptions{
-			Cluster: cluster, URL: repo.url, Auth: auth, Timeout: 20 * time.Second, HeartbeatInterval: time.Second,
+			Cluster: cluster, URL: repo.URL, Auth: auth, Timeout: 20 * time.Second, HeartbeatInterval: time.Second,
 			RetryBackoff: gitrepo.Backoff{Initial: 200 * time.Millisecond, Max: time.Second},
 		})
 		if err != nil {
 			t.Fatal(err)
 		}
 		a := agentproc.NewInProcess(t, c, agentproc.InProcessOptions{
-			Cluster: cluster, RepoURL: repo.url, Auth: auth, CacheDir: cache, Namespace: "flotilla-" + cluster,
+			Cluster: cluster, RepoURL: repo.URL, Auth: auth, CacheDir: cache, Namespace: "flotilla-" + cluster,
 			Sink:      reconcile.Sinks{reconcile.FileSink{Path: agentproc.StatusFile(cache)}, w},
 			Alongside: []func(context.Context) error{w.Run},
 			Interval:  2 * time.Second, Heartbeat: time.Second,
@@ -120,7 +121,7 @@ func TestLongHealthWaitKeepsTheClusterReachable(t *testing.T) {
 	a.Stop()
 
 	writeHandSlice(t, dir, cluster, []handUnit{fast, neverReadyUnit(ns)})
-	repo.push(t, "a unit that waits for health for minutes")
+	repo.Push(t, "a unit that waits for health for minutes")
 	a = startAgent()
 	var threshold time.Duration
 	waitFor(t, 2*time.Minute, "the restarted agent's progress on the status ref: waiting for the slow unit", func() (bool, string) {

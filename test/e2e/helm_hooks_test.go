@@ -15,6 +15,7 @@ import (
 
 	"github.com/flotilla-gitops/flotilla/pkg/slice"
 	"github.com/flotilla-gitops/flotilla/pkg/status"
+	"github.com/flotilla-gitops/flotilla/test/fleetrepo"
 	"github.com/flotilla-gitops/flotilla/test/testenv"
 )
 
@@ -51,7 +52,7 @@ func TestHelmHooks(t *testing.T) {
 		})
 	}
 	writeUnits("version: \"1\"\nholdMigration: true\n")
-	repo := newFleetRepo(t, agentGit(t), cluster, dir)
+	repo := fleetrepo.New(t, agentGit(t), cluster, dir)
 	a := newInprocAgent(t, c, agentSpec{cluster: cluster, repo: repo})
 	a.start()
 	defer a.stop()
@@ -88,7 +89,7 @@ func TestHelmHooks(t *testing.T) {
 	if err := k.Patch(testCtx(t), &pod, held); err != nil {
 		t.Fatal(err)
 	}
-	st := a.waitApplied(2*time.Minute, repo.head())
+	st := a.waitApplied(2*time.Minute, repo.Head())
 	t.Logf("installed:\n%s", describeStatus(st))
 	installed, err := job("app-migrate")
 	if err != nil || !jobComplete(installed) {
@@ -120,7 +121,7 @@ func TestHelmHooks(t *testing.T) {
 	// changes; the Deployment's pods cannot schedule yet, so it is not
 	// Ready and the post-upgrade hook must wait.
 	writeUnits("version: \"2\"\nnodeSelector: {" + nodeLabel + ": \"true\"}\n")
-	rev2 := repo.push(t, "app 2")
+	rev2 := repo.Push(t, "app 2")
 	waitFor(t, 2*time.Minute, "the Deployment at version 2", func() (bool, string) {
 		d, err := deployment()
 		if err != nil {
@@ -150,7 +151,7 @@ func TestHelmHooks(t *testing.T) {
 
 	// A failing pre-upgrade hook fails the unit and stops it.
 	writeUnits("version: \"3\"\nnodeSelector: {" + nodeLabel + ": \"true\"}\nfailMigration: true\n")
-	repo.push(t, "app 3, failing migration")
+	repo.Push(t, "app 3, failing migration")
 	want := "pre-upgrade hook Job/" + ns + "/app-migrate failed: DeadlineExceeded"
 	st = a.waitStatus(2*time.Minute, "the unit failed with its hook", func(st *status.ClusterStatus) bool {
 		u := unitOf(st, "app")

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/flotilla-gitops/flotilla/pkg/slice"
+	"github.com/flotilla-gitops/flotilla/test/fleetrepo"
 )
 
 // TestHelmNamespacesOnCluster: a chart's objects land where the chart put
@@ -78,10 +79,10 @@ func TestHelmNamespacesOnCluster(t *testing.T) {
 			helm:  &slice.HelmRelease{Chart: "charts/namespaces", ReleaseName: "app"},
 			files: map[string]string{"values.yaml": "otherNamespace: " + other + "\n"}},
 	})
-	repo := newFleetRepo(t, agentGit(t), cluster, dir)
+	repo := fleetrepo.New(t, agentGit(t), cluster, dir)
 	a := newInprocAgent(t, c, agentSpec{cluster: cluster, repo: repo})
 	a.start()
-	st := a.waitApplied(3*time.Minute, repo.head())
+	st := a.waitApplied(3*time.Minute, repo.Head())
 	t.Logf("applied:\n%s", describeStatus(st))
 
 	var rb rbacv1.RoleBinding

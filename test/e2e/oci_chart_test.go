@@ -8,7 +8,9 @@ import (
 
 	"github.com/flotilla-gitops/flotilla/pkg/render/chartvendor"
 	"github.com/flotilla-gitops/flotilla/pkg/render/chartvendor/ocitest"
+	"github.com/flotilla-gitops/flotilla/test/fleetrepo"
 	"github.com/flotilla-gitops/flotilla/test/ociregistry"
+	"github.com/flotilla-gitops/flotilla/test/treefile"
 )
 
 // TestAgentAppliesOCIChart: a chart pushed with Helm's client to an OCI
@@ -50,7 +52,7 @@ spec:
         fleet: ` + cluster + `
 `
 	dir := t.TempDir()
-	writeAll(t, dir, files)
+	treefile.Write(t, dir, files)
 	if _, stderr, code := planCLI(t, "render", "--repo", dir, "--registry-config", config, "--registry-ca-file", reg.CAFile); code != 0 {
 		t.Fatalf("flotilla render: exit %d\n%s", code, stderr)
 	}
@@ -64,9 +66,9 @@ spec:
 
 	// From here on nothing reaches the registry: the agent has only Git.
 	reg.Stop()
-	repo := newFleetRepo(t, newGitServer(t), cluster, dir)
+	repo := fleetrepo.New(t, newGitServer(t), cluster, dir)
 	a := newInprocAgent(t, c, agentSpec{cluster: cluster, repo: repo})
-	rev := repo.head()
+	rev := repo.Head()
 	st := cycleUntil(t, a, 20, "applied at "+rev, appliedAt(rev))
 	if u := unitOf(st, "cache"); u == nil || !unitIsReady(u) {
 		t.Fatalf("unit cache not Ready:\n%s", describeStatus(st))

@@ -16,6 +16,8 @@ import (
 	"github.com/flotilla-gitops/flotilla/pkg/apply"
 	"github.com/flotilla-gitops/flotilla/pkg/slice"
 	"github.com/flotilla-gitops/flotilla/pkg/status"
+	"github.com/flotilla-gitops/flotilla/test/fleetrepo"
+	"github.com/flotilla-gitops/flotilla/test/treefile"
 )
 
 // oneClusterFleet is a cluster labelled env=<cluster> and a fleet of that
@@ -127,7 +129,7 @@ func TestOwnershipAppShipsFleetNamespace(t *testing.T) {
 	files["apps/sidecar/app.yaml"] = fleetApp(cluster, "sidecar", ns, "manifests", "manifests")
 	files["apps/sidecar/manifests/configmap.yaml"] = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: sidecar-settings\ndata:\n  color: blue\n"
 	dir := t.TempDir()
-	writeAll(t, dir, files)
+	treefile.Write(t, dir, files)
 	_, stderr, code := planCLI(t, "render", "--repo", dir)
 	if code != 0 {
 		t.Fatalf("flotilla render: exit %d\n%s", code, stderr)
@@ -136,9 +138,9 @@ func TestOwnershipAppShipsFleetNamespace(t *testing.T) {
 		t.Errorf("render prints no note of the namespace merge:\n%s", stderr)
 	}
 
-	repo := newFleetRepo(t, newGitServer(t), "own-ns", dir)
+	repo := fleetrepo.New(t, newGitServer(t), "own-ns", dir)
 	a := newInprocAgent(t, c, agentSpec{cluster: cluster, repo: repo})
-	rev := repo.head()
+	rev := repo.Head()
 	cycleUntil(t, a, 10, "applied at "+rev, appliedAt(rev))
 
 	live := &corev1.Namespace{}
@@ -186,9 +188,9 @@ func TestOwnershipAppShipsFleetNamespace(t *testing.T) {
 	}
 
 	// The application leaves: the namespace and the other app stay.
-	repo.remove(t, "apps/webapp")
+	repo.Remove(t, "apps/webapp")
 	hubRender(t, dir)
-	rev2 := repo.push(t, "remove webapp")
+	rev2 := repo.Push(t, "remove webapp")
 	cycleUntil(t, a, 10, "applied at "+rev2, appliedAt(rev2))
 	if err := k.Get(testCtx(t), client.ObjectKey{Name: ns}, live); err != nil || live.UID != uid || live.DeletionTimestamp != nil {
 		t.Fatalf("Namespace %s after removing webapp: %v (uid %s, was %s; deleting %v)", ns, err, live.UID, uid, live.DeletionTimestamp)
@@ -209,12 +211,12 @@ func TestOwnershipTwoAppsOneDeployment(t *testing.T) {
 	planGit(t, dir, "init", "-q", "-b", "main")
 	planRenderCommit(t, dir, "base")
 	// backend-v2 ships the same Deployment as backend, to the same fleet.
-	writeAll(t, dir, map[string]string{
+	treefile.Write(t, dir, map[string]string{
 		"apps/backend-v2/app.yaml":                fleetApp("dev", "backend-v2", "backend", "kustomize", "base"),
 		"apps/backend-v2/base/kustomization.yaml": "resources:\n  - deployment.yaml\n",
 		"apps/backend-v2/base/deployment.yaml":    planReadFile(t, dir+"/apps/backend/base/deployment.yaml"),
 	})
-	before := readTree(t, dir+"/rendered")
+	before := treefile.Read(t, dir+"/rendered")
 	const want = "Deployment.apps backend/backend is rendered by unit backend (apps/backend/app.yaml) and by unit backend-v2 (apps/backend-v2/app.yaml); an object must belong to one unit (cluster member2)"
 	for _, args := range [][]string{
 		{"render", "--repo", dir},
@@ -226,7 +228,7 @@ func TestOwnershipTwoAppsOneDeployment(t *testing.T) {
 			t.Errorf("flotilla %s: exit %d, want %d and %q:\n%s", args[0], code, hubcmd.ExitError, want, stderr)
 		}
 	}
-	after := readTree(t, dir+"/rendered")
+	after := treefile.Read(t, dir+"/rendered")
 	if len(after) != len(before) {
 		t.Errorf("rendered/ changed: %d files before, %d after", len(before), len(after))
 	}
@@ -251,11 +253,11 @@ func TestOwnershipMoveBetweenUnits(t *testing.T) {
 	files["apps/beta/app.yaml"] = fleetApp(cluster, "beta", ns, "manifests", "manifests")
 	files["apps/beta/manifests/configmap.yaml"] = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: beta\n"
 	dir := t.TempDir()
-	writeAll(t, dir, files)
+	treefile.Write(t, dir, files)
 	hubRender(t, dir)
-	repo := newFleetRepo(t, newGitServer(t), "own-mv", dir)
+	repo := fleetrepo.New(t, newGitServer(t), "own-mv", dir)
 	a := newInprocAgent(t, c, agentSpec{cluster: cluster, repo: repo})
-	rev := repo.head()
+	rev := repo.Head()
 	cycleUntil(t, a, 10, "applied at "+rev, appliedAt(rev))
 	var uid string
 	waitFor(t, 2*time.Minute, "Deployment mover available", func() (bool, string) {
@@ -298,10 +300,10 @@ func TestOwnershipMoveBetweenUnits(t *testing.T) {
 		}
 	})
 
-	repo.remove(t, "apps/alpha/manifests/deployment.yaml")
-	repo.write(t, "apps/beta/manifests/deployment.yaml", ownershipDeployment("mover"))
+	repo.Remove(t, "apps/alpha/manifests/deployment.yaml")
+	repo.Write(t, "apps/beta/manifests/deployment.yaml", ownershipDeployment("mover"))
 	hubRender(t, dir)
-	rev2 := repo.push(t, "move mover from alpha to beta")
+	rev2 := repo.Push(t, "move mover from alpha to beta")
 	cycleUntil(t, a, 10, "applied at "+rev2, appliedAt(rev2))
 	close(stop)
 	wg.Wait()
@@ -355,7 +357,7 @@ func TestOwnershipConflictStatus(t *testing.T) {
 		{name: "one", files: map[string]string{"kustomization.yaml": kust, "objects.yaml": cm("shared", "one")}},
 		{name: "two", dependsOn: []string{"one"}, files: map[string]string{"kustomization.yaml": kust, "objects.yaml": cm("shared", "two") + "---\n" + cm("two-own", "two")}},
 	})
-	repo := newFleetRepo(t, newGitServer(t), "own-cf", dir)
+	repo := fleetrepo.New(t, newGitServer(t), "own-cf", dir)
 	a := newInprocAgent(t, c, agentSpec{cluster: cluster, repo: repo})
 	conflicted := func(st *status.ClusterStatus) bool {
 		r := condOf(unitOrEmpty(st, "two").Conditions, status.ConditionReady)

@@ -19,6 +19,7 @@ import (
 
 	"github.com/flotilla-gitops/flotilla/pkg/plan"
 	"github.com/flotilla-gitops/flotilla/pkg/status"
+	"github.com/flotilla-gitops/flotilla/test/fleetrepo"
 	"github.com/flotilla-gitops/flotilla/test/gitserver"
 )
 
@@ -188,10 +189,10 @@ func TestPlanEqualsApply(t *testing.T) {
 	planWriteFiles(t, dir, planApplyFleet(cluster, sv.GitVersion))
 	hubRender(t, dir)
 	srv := agentGit(t)
-	repo := newFleetRepo(t, srv, "plan-apply", dir)
+	repo := fleetrepo.New(t, srv, "plan-apply", dir)
 	a := newInprocAgent(t, c, agentSpec{cluster: cluster, repo: repo, interval: 3 * time.Second})
 	a.start()
-	a.waitApplied(4*time.Minute, repo.head())
+	a.waitApplied(4*time.Minute, repo.Head())
 
 	// A pull request, in a clone: edit, render, commit, plan.
 	clone := planClone(t, srv, "plan-apply")

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	hubcmd "github.com/flotilla-gitops/flotilla/hub/cmd"
+	"github.com/flotilla-gitops/flotilla/test/treefile"
 )
 
 // copyDir copies a directory tree of regular files.
@@ -73,24 +74,18 @@ func planCLI(t testing.TB, args ...string) (stdout, stderr string, code int) {
 	return out.String(), errb.String(), code
 }
 
-// writeFiles writes files (repo-relative path → content; "" deletes).
+// planWriteFiles writes files (repo-relative path → content; "" deletes).
 func planWriteFiles(t testing.TB, root string, files map[string]string) {
 	t.Helper()
+	write := map[string]string{}
 	for p, content := range files {
-		full := filepath.Join(root, filepath.FromSlash(p))
-		if content == "" {
-			if err := os.RemoveAll(full); err != nil {
-				t.Fatal(err)
-			}
-			continue
-		}
-		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(full, []byte(content), 0o644); err != nil {
+		if content != "" {
+			write[p] = content
+		} else if err := os.RemoveAll(filepath.Join(root, filepath.FromSlash(p))); err != nil {
 			t.Fatal(err)
 		}
 	}
+	treefile.Write(t, root, write)
 }
 
 // renderAndCommit runs `flotilla render` and commits everything.

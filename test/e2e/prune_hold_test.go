@@ -15,6 +15,8 @@ import (
 	hubcmd "github.com/flotilla-gitops/flotilla/hub/cmd"
 	"github.com/flotilla-gitops/flotilla/pkg/slice"
 	"github.com/flotilla-gitops/flotilla/pkg/status"
+	"github.com/flotilla-gitops/flotilla/test/fleetrepo"
+	"github.com/flotilla-gitops/flotilla/test/treefile"
 )
 
 // heldFleet is one cluster in one fleet that declares two namespaces, with
@@ -44,13 +46,13 @@ func TestEmptySliceHoldsPrune(t *testing.T) {
 	const cluster = "held"
 	nsA, nsB := cluster+"-a", cluster+"-b"
 	dir := t.TempDir()
-	writeAll(t, dir, heldFleet(cluster))
+	treefile.Write(t, dir, heldFleet(cluster))
 	hubRender(t, dir)
-	repo := newFleetRepo(t, srv, "held", dir)
+	repo := fleetrepo.New(t, srv, "held", dir)
 	a := newInprocAgent(t, c, agentSpec{cluster: cluster, repo: repo})
 	a.start()
 	defer a.stop()
-	st := a.waitApplied(3*time.Minute, repo.head())
+	st := a.waitApplied(3*time.Minute, repo.Head())
 	units := []string{slice.UnitNamespaces, "app-a", "app-b"}
 	for _, u := range units {
 		if unitOf(st, u) == nil {
@@ -63,12 +65,12 @@ func TestEmptySliceHoldsPrune(t *testing.T) {
 	}
 
 	// The cluster leaves its only fleet by mistake: its slice is empty.
-	repo.edit(t, "clusters/"+cluster+".yaml", "env: "+cluster, "env: elsewhere")
+	repo.Edit(t, "clusters/"+cluster+".yaml", "env: "+cluster, "env: elsewhere")
 	hubRender(t, dir)
 	if s, err := slice.Read(dir, cluster); err != nil || len(s.Units) != 0 || s.Decommission {
 		t.Fatalf("slice after leaving the fleet: %+v %v", s, err)
 	}
-	rev2 := repo.push(t, "leave the fleet")
+	rev2 := repo.Push(t, "leave the fleet")
 	st = a.waitStatus(3*time.Minute, "PruneHeld at "+rev2, func(st *status.ClusterStatus) bool {
 		return st.FetchedRevision == rev2 && status.PruneHeld(st) != ""
 	})
@@ -97,14 +99,14 @@ func TestEmptySliceHoldsPrune(t *testing.T) {
 
 	// The deliberate command: the marker lands, the agent prunes.
 	hubCLI(t, "cluster", "decommission", cluster, "--repo", dir)
-	if !strings.Contains(repo.read(t, "clusters/"+cluster+".yaml"), "decommission: true") {
-		t.Fatalf("no marker:\n%s", repo.read(t, "clusters/"+cluster+".yaml"))
+	if !strings.Contains(repo.Read(t, "clusters/"+cluster+".yaml"), "decommission: true") {
+		t.Fatalf("no marker:\n%s", repo.Read(t, "clusters/"+cluster+".yaml"))
 	}
 	hubRender(t, dir)
 	if s, err := slice.Read(dir, cluster); err != nil || len(s.Units) != 0 || !s.Decommission {
 		t.Fatalf("decommissioned slice: %+v %v", s, err)
 	}
-	rev3 := repo.push(t, "decommission "+cluster)
+	rev3 := repo.Push(t, "decommission "+cluster)
 	waitFor(t, 3*time.Minute, "the units pruned", func() (bool, string) {
 		var left []string
 		for _, u := range units {

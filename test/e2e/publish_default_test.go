@@ -16,8 +16,10 @@ import (
 	"github.com/flotilla-gitops/flotilla/pkg/status"
 	"github.com/flotilla-gitops/flotilla/test/agentproc"
 	"github.com/flotilla-gitops/flotilla/test/cijob"
+	"github.com/flotilla-gitops/flotilla/test/fleetrepo"
 	"github.com/flotilla-gitops/flotilla/test/gitserver"
 	"github.com/flotilla-gitops/flotilla/test/testenv"
+	"github.com/flotilla-gitops/flotilla/test/treefile"
 )
 
 // TestDefaultInstallFollowsPublishedSlices: three clusters, each with an
@@ -49,10 +51,10 @@ spec:
 	for _, n := range names {
 		files["clusters/"+n+".yaml"] = "apiVersion: flotilla.dev/v1alpha1\nkind: Cluster\nmetadata:\n  name: " + n + "\n"
 	}
-	writeFiles(t, dir, files)
+	treefile.Write(t, dir, files)
 	hubRender(t, dir)
-	repo := newFleetRepo(t, srv, "default-install", dir)
-	publish := templatePublishJob(t, srv, repo.name)
+	repo := fleetrepo.New(t, srv, "default-install", dir)
+	publish := templatePublishJob(t, srv, repo.Name)
 
 	agents := map[string]*agentProc{}
 	for i, n := range names {
@@ -64,7 +66,7 @@ spec:
 	}
 	converged := func(version string, onSlice bool, clusters ...string) {
 		t.Helper()
-		head := repo.head()
+		head := repo.Head()
 		for _, n := range clusters {
 			i := slices.Index(names, n)
 			agents[n].waitStatus(3*time.Minute, n+" applying "+head, func(st *status.ClusterStatus) bool {
@@ -96,21 +98,21 @@ spec:
 
 	// A merge, then the publish job the merge starts: from now on each
 	// agent fetches its slice ref.
-	repo.write(t, "apps/web/manifests/cm.yaml", waveConfigMap("web", "v2"))
-	repo.render(t)
-	repo.push(t, "web v2")
+	repo.Write(t, "apps/web/manifests/cm.yaml", waveConfigMap("web", "v2"))
+	hubRender(t, repo.Dir)
+	repo.Push(t, "web v2")
 	publish()
 	converged("v2", true, names...)
 
 	// edge is decommissioned: its agent is gone, its file removed.
 	agents["edge"].kill()
-	repo.remove(t, "clusters/edge.yaml")
-	repo.edit(t, "fleets/all.yaml", "[east, west, edge]", "[east, west]")
-	repo.write(t, "apps/web/manifests/cm.yaml", waveConfigMap("web", "v3"))
-	repo.render(t)
-	repo.push(t, "edge leaves the fleet; web v3")
+	repo.Remove(t, "clusters/edge.yaml")
+	repo.Edit(t, "fleets/all.yaml", "[east, west, edge]", "[east, west]")
+	repo.Write(t, "apps/web/manifests/cm.yaml", waveConfigMap("web", "v3"))
+	hubRender(t, repo.Dir)
+	repo.Push(t, "edge leaves the fleet; web v3")
 	publish()
-	refs, err := srv.Refs(repo.name)
+	refs, err := srv.Refs(repo.Name)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,7 +14,9 @@ import (
 	"github.com/flotilla-gitops/flotilla/pkg/compile"
 	"github.com/flotilla-gitops/flotilla/pkg/rollout"
 	"github.com/flotilla-gitops/flotilla/pkg/slice"
+	"github.com/flotilla-gitops/flotilla/test/fleetrepo"
 	"github.com/flotilla-gitops/flotilla/test/testenv"
+	"github.com/flotilla-gitops/flotilla/test/treefile"
 )
 
 // TestRolloutAbortAfterAFailedRevision: v2 fails to apply on the canary
@@ -31,9 +33,9 @@ func TestRolloutAbortAfterAFailedRevision(t *testing.T) {
 	files["clusters/c3.yaml"] = "apiVersion: flotilla.dev/v1alpha1\nkind: Cluster\nmetadata:\n  name: c3\n"
 	files["fleets/prod.yaml"] = strings.Replace(strings.Replace(files["fleets/prod.yaml"], "[a1, b2]", "[a1, b2, c3]", 1),
 		"      - {name: canary, clusters: [a1]}\n", "      - {name: canary, clusters: [a1]}\n      - {name: second, clusters: [b2]}\n", 1)
-	writeFiles(t, dir, files)
+	treefile.Write(t, dir, files)
 	hubRender(t, dir)
-	repo := newFleetRepo(t, srv, waveRepo, dir)
+	repo := fleetrepo.New(t, srv, waveRepo, dir)
 	a1 := startWaveAgent(t, repo, "a1", cs[0])
 	b2 := startWaveAgent(t, repo, "b2", cs[1])
 	c3 := startWaveAgent(t, repo, "c3", cs[2])
@@ -62,10 +64,10 @@ func TestRolloutAbortAfterAFailedRevision(t *testing.T) {
 	})
 
 	// v2: the API server refuses its Service; a1 keeps failing on it.
-	repo.write(t, "apps/web/manifests/svc.yaml", "apiVersion: v1\nkind: Service\nmetadata:\n  name: web\nspec:\n  ports: [{port: 99999}]\n")
-	repo.write(t, "apps/web/manifests/cm.yaml", waveConfigMap("web", "v2"))
-	repo.render(t)
-	repo.push(t, "web v2, broken")
+	repo.Write(t, "apps/web/manifests/svc.yaml", "apiVersion: v1\nkind: Service\nmetadata:\n  name: web\nspec:\n  ports: [{port: 99999}]\n")
+	repo.Write(t, "apps/web/manifests/cm.yaml", waveConfigMap("web", "v2"))
+	hubRender(t, repo.Dir)
+	repo.Push(t, "web v2, broken")
 	v2 := hash("a1")
 	waitFor(t, 3*time.Minute, "a1 to report v2 Failed", func() (bool, string) {
 		_, c := canary(t, repo)
@@ -73,16 +75,16 @@ func TestRolloutAbortAfterAFailedRevision(t *testing.T) {
 	})
 
 	// The fix, v3, over the failed v2: a new rollout that still keeps v1.
-	repo.remove(t, "apps/web/manifests/svc.yaml")
-	repo.write(t, "apps/web/manifests/cm.yaml", waveConfigMap("web", "v3"))
-	repo.render(t)
-	repo.push(t, "web v3, the fix")
+	repo.Remove(t, "apps/web/manifests/svc.yaml")
+	repo.Write(t, "apps/web/manifests/cm.yaml", waveConfigMap("web", "v3"))
+	hubRender(t, repo.Dir)
+	repo.Push(t, "web v3, the fix")
 	st, err := compile.CommittedAt(dir).State("web")
 	if err != nil || st == nil || st.Previous["a1"] != v2 || len(st.Earlier["a1"]) == 0 || st.Earlier["a1"][0] != v1 {
 		t.Fatalf("the fix's rollout state: %+v %v; want a1's v2 in previous and v1 in earlier", st, err)
 	}
 	a1.waitVersion(t, "web", "v3")
-	repo.push(t, advanceUntilReleased(t, repo))
+	repo.Push(t, advanceUntilReleased(t, repo))
 	b2.waitVersion(t, "web", "v3")
 	if v, _ := c3.liveVersion(t, "web"); v != "v1" {
 		t.Fatalf("web on c3 is %s before its wave", v)
@@ -94,7 +96,7 @@ func TestRolloutAbortAfterAFailedRevision(t *testing.T) {
 		!strings.Contains(out, "b2 gets unit "+short+" (its last unit Ready there)") {
 		t.Fatalf("abort: exit %d, want a1 and b2 back on v1 (%s):\n%s", code, short, out)
 	}
-	repo.push(t, "abort web")
+	repo.Push(t, "abort web")
 	a1.waitVersion(t, "web", "v1")
 	b2.waitVersion(t, "web", "v1")
 	waitFor(t, 3*time.Minute, "a1 Ready on v1 again", func() (bool, string) {

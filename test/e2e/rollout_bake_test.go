@@ -14,7 +14,9 @@ import (
 
 	"github.com/flotilla-gitops/flotilla/pkg/rollout"
 	"github.com/flotilla-gitops/flotilla/pkg/status"
+	"github.com/flotilla-gitops/flotilla/test/fleetrepo"
 	"github.com/flotilla-gitops/flotilla/test/testenv"
+	"github.com/flotilla-gitops/flotilla/test/treefile"
 )
 
 // bake is long enough that an advance run as soon as the canary reports
@@ -89,7 +91,7 @@ func setAvailable(t *testing.T, c *testenv.Cluster, available bool) {
 
 // canary is a1's progress with web's rollout as rollout status reads it
 // from the status refs.
-func canary(t *testing.T, r *fleetRepo) (rollout.Progress, rollout.ClusterProgress) {
+func canary(t *testing.T, r *fleetrepo.Repo) (rollout.Progress, rollout.ClusterProgress) {
 	t.Helper()
 	p := waveProgress(t, r, "web")
 	return p, p.Waves[0].Clusters[0]
@@ -97,12 +99,12 @@ func canary(t *testing.T, r *fleetRepo) (rollout.Progress, rollout.ClusterProgre
 
 // advanceUntilReleased runs rollout advance, as a CI job would on every
 // status push, until it releases a wave, and returns its message.
-func advanceUntilReleased(t *testing.T, r *fleetRepo) string {
+func advanceUntilReleased(t *testing.T, r *fleetrepo.Repo) string {
 	t.Helper()
 	var out string
 	waitFor(t, 4*time.Minute, "rollout advance to release the next wave", func() (bool, string) {
 		var code int
-		out, code = hubRun(t, "rollout", "advance", "--repo", r.dir, "--status-repo", r.srv.RepoPath(waveRepo))
+		out, code = hubRun(t, "rollout", "advance", "--repo", r.Dir, "--status-repo", r.Server.RepoPath(waveRepo))
 		if code != 0 && code != 1 {
 			t.Fatalf("rollout advance: exit %d\n%s", code, out)
 		}
@@ -125,9 +127,9 @@ func TestRolloutBake(t *testing.T) {
 	cs := testenv.StartClusters(t, 2, testenv.ClusterOptions{Mode: testenv.Minimal})
 	srv := newGitServer(t)
 	dir := t.TempDir()
-	writeFiles(t, dir, bakeFiles(bake))
+	treefile.Write(t, dir, bakeFiles(bake))
 	hubRender(t, dir)
-	repo := newFleetRepo(t, srv, waveRepo, dir)
+	repo := fleetrepo.New(t, srv, waveRepo, dir)
 	a1 := startWaveAgent(t, repo, "a1", cs[0])
 	b2 := startWaveAgent(t, repo, "b2", cs[1])
 	for _, a := range []*waveAgent{a1, b2} {
@@ -148,12 +150,12 @@ func TestRolloutBake(t *testing.T) {
 	})
 
 	t.Run("a healthy canary bakes the new revision", func(t *testing.T) {
-		repo.write(t, "apps/web/manifests/cm.yaml", waveConfigMap("web", "v2"))
-		repo.render(t)
-		repo.push(t, "web v2")
+		repo.Write(t, "apps/web/manifests/cm.yaml", waveConfigMap("web", "v2"))
+		hubRender(t, repo.Dir)
+		repo.Push(t, "web v2")
 		appliedA1 := a1.waitVersion(t, "web", "v2")
 		out := advanceUntilReleased(t, repo)
-		repo.push(t, out)
+		repo.Push(t, out)
 		appliedB2 := b2.waitVersion(t, "web", "v2")
 
 		_, c := canary(t, repo)
@@ -187,9 +189,9 @@ func TestRolloutBake(t *testing.T) {
 	})
 
 	t.Run("a canary unhealthy during bake holds the wave", func(t *testing.T) {
-		repo.write(t, "apps/web/manifests/cm.yaml", waveConfigMap("web", "v3"))
-		repo.render(t)
-		head := repo.push(t, "web v3")
+		repo.Write(t, "apps/web/manifests/cm.yaml", waveConfigMap("web", "v3"))
+		hubRender(t, repo.Dir)
+		head := repo.Push(t, "web v3")
 		a1.waitVersion(t, "web", "v3")
 		var first time.Time
 		waitFor(t, 3*time.Minute, "a1 Ready at v3", func() (bool, string) {
@@ -212,7 +214,7 @@ func TestRolloutBake(t *testing.T) {
 		waitFor(t, 3*time.Minute, "the first readySince + bake to pass", func() (bool, string) {
 			return time.Since(first) > bake+2*time.Second, ""
 		})
-		out, code := hubRun(t, "rollout", "advance", "--repo", repo.dir, "--status-repo", srv.RepoPath(waveRepo))
+		out, code := hubRun(t, "rollout", "advance", "--repo", repo.Dir, "--status-repo", srv.RepoPath(waveRepo))
 		if code != 1 || !strings.Contains(out, "web: wave canary is not Ready: a1") {
 			t.Fatalf("advance over an unhealthy canary: exit %d\n%s", code, out)
 		}
@@ -223,7 +225,7 @@ func TestRolloutBake(t *testing.T) {
 		// Healthy again: the bake starts over.
 		setAvailable(t, a1.cluster, true)
 		out = advanceUntilReleased(t, repo)
-		repo.push(t, out)
+		repo.Push(t, out)
 		appliedB2 := b2.waitVersion(t, "web", "v3")
 		_, c := canary(t, repo)
 		if c.Phase != rollout.PhaseReady || c.Since == nil || !c.Since.Time.After(first) {

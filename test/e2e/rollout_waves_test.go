@@ -21,7 +21,9 @@ import (
 	"github.com/flotilla-gitops/flotilla/pkg/rollout"
 	"github.com/flotilla-gitops/flotilla/pkg/status"
 	"github.com/flotilla-gitops/flotilla/test/agentproc"
+	"github.com/flotilla-gitops/flotilla/test/fleetrepo"
 	"github.com/flotilla-gitops/flotilla/test/testenv"
+	"github.com/flotilla-gitops/flotilla/test/treefile"
 )
 
 const waveRepo = "waves"
@@ -87,14 +89,14 @@ type waveAgent struct {
 
 // startWaveAgent runs an agent for cluster name in process, committing its
 // status to the Git server as the binary does.
-func startWaveAgent(t *testing.T, r *fleetRepo, name string, c *testenv.Cluster) *waveAgent {
+func startWaveAgent(t *testing.T, r *fleetrepo.Repo, name string, c *testenv.Cluster) *waveAgent {
 	t.Helper()
-	auth, err := gitrepo.LoadAuth(agentUser(t, r.srv, name))
+	auth, err := gitrepo.LoadAuth(agentUser(t, r.Server, name))
 	if err != nil {
 		t.Fatal(err)
 	}
 	w, err := status.NewWriter(status.WriterOptions{
-		Cluster: name, URL: r.url, Auth: auth, Timeout: 20 * time.Second,
+		Cluster: name, URL: r.URL, Auth: auth, Timeout: 20 * time.Second,
 		RetryBackoff: gitrepo.Backoff{Initial: 200 * time.Millisecond, Max: 2 * time.Second},
 	})
 	if err != nil {
@@ -102,7 +104,7 @@ func startWaveAgent(t *testing.T, r *fleetRepo, name string, c *testenv.Cluster)
 	}
 	cfg := c.RESTConfig()
 	ag := agentproc.NewInProcess(t, c, agentproc.InProcessOptions{
-		Cluster: name, RepoURL: r.url, Auth: auth, Namespace: "flotilla-system", RESTConfig: cfg,
+		Cluster: name, RepoURL: r.URL, Auth: auth, Namespace: "flotilla-system", RESTConfig: cfg,
 		Sink: w, Alongside: []func(context.Context) error{w.Run},
 		Interval: 2 * time.Second, FetchTimeout: 20 * time.Second, Identity: name + "-agent",
 	})
@@ -165,7 +167,7 @@ func hubRun(t *testing.T, args ...string) (string, int) {
 // advanceWhenReady waits until rollout status says the next wave of every
 // app may go (the agents report at their own pace), then runs rollout
 // advance once.
-func advanceWhenReady(t *testing.T, r *fleetRepo, apps ...string) string {
+func advanceWhenReady(t *testing.T, r *fleetrepo.Repo, apps ...string) string {
 	t.Helper()
 	for _, app := range apps {
 		waitFor(t, 3*time.Minute, app+"'s next wave to be releasable", func() (bool, string) {
@@ -173,16 +175,16 @@ func advanceWhenReady(t *testing.T, r *fleetRepo, apps ...string) string {
 			return p.Release > p.Released, p.Blocked
 		})
 	}
-	out, code := hubRun(t, "rollout", "advance", "--repo", r.dir, "--status-repo", r.srv.RepoPath(waveRepo))
+	out, code := hubRun(t, "rollout", "advance", "--repo", r.Dir, "--status-repo", r.Server.RepoPath(waveRepo))
 	if code != 0 {
 		t.Fatalf("rollout advance: exit %d\n%s", code, out)
 	}
 	return out
 }
 
-func waveProgress(t *testing.T, r *fleetRepo, app string) rollout.Progress {
+func waveProgress(t *testing.T, r *fleetrepo.Repo, app string) rollout.Progress {
 	t.Helper()
-	out, code := hubRun(t, "rollout", "status", app, "--repo", r.dir, "--status-repo", r.srv.RepoPath(waveRepo), "-o", "json")
+	out, code := hubRun(t, "rollout", "status", app, "--repo", r.Dir, "--status-repo", r.Server.RepoPath(waveRepo), "-o", "json")
 	var ps []rollout.Progress
 	if code != 0 || json.Unmarshal([]byte(out), &ps) != nil || len(ps) != 1 {
 		t.Fatalf("rollout status %s: exit %d\n%s", app, code, out)
@@ -201,9 +203,9 @@ func TestRolloutWaves(t *testing.T) {
 	cs := testenv.StartClusters(t, 4, testenv.ClusterOptions{Mode: testenv.Minimal})
 	srv := newGitServer(t)
 	dir := t.TempDir()
-	writeFiles(t, dir, waveFiles())
+	treefile.Write(t, dir, waveFiles())
 	hubRender(t, dir)
-	repo := newFleetRepo(t, srv, waveRepo, dir)
+	repo := fleetrepo.New(t, srv, waveRepo, dir)
 	agents := map[string]*waveAgent{}
 	for i, name := range waveClusters {
 		agents[name] = startWaveAgent(t, repo, name, cs[i])
@@ -214,10 +216,10 @@ func TestRolloutWaves(t *testing.T) {
 	}
 
 	// A good change to both applications.
-	repo.write(t, "apps/web/manifests/cm.yaml", waveConfigMap("web", "v2"))
-	repo.write(t, "apps/api/manifests/cm.yaml", waveConfigMap("api", "v2"))
-	repo.render(t)
-	head := repo.push(t, "web v2, api v2")
+	repo.Write(t, "apps/web/manifests/cm.yaml", waveConfigMap("web", "v2"))
+	repo.Write(t, "apps/api/manifests/cm.yaml", waveConfigMap("api", "v2"))
+	hubRender(t, repo.Dir)
+	head := repo.Push(t, "web v2, api v2")
 	applied := map[string]time.Time{}
 	applied["a1"] = agents["a1"].waitVersion(t, "web", "v2")
 	agents["d4"].waitVersion(t, "api", "v2")
@@ -240,7 +242,7 @@ func TestRolloutWaves(t *testing.T) {
 		!strings.Contains(out, "api: rollout advance: wave rest released") {
 		t.Fatalf("advance released the wrong waves:\n%s", out)
 	}
-	head = repo.push(t, out)
+	head = repo.Push(t, out)
 	applied["b2"] = agents["b2"].waitVersion(t, "web", "v2")
 	applied["c3"] = agents["c3"].waitVersion(t, "web", "v2")
 	for _, name := range []string{"a1", "b2", "c3"} {
@@ -252,10 +254,10 @@ func TestRolloutWaves(t *testing.T) {
 	}
 	// flotilla status rollout shows the waves too, from a local clone.
 	clone := filepath.Join(t.TempDir(), "fleet")
-	if out, err := exec.Command("git", "clone", "-q", repo.srv.RepoPath(repo.name), clone).CombinedOutput(); err != nil {
+	if out, err := exec.Command("git", "clone", "-q", repo.Server.RepoPath(repo.Name), clone).CombinedOutput(); err != nil {
 		t.Fatalf("git clone: %v\n%s", err, out)
 	}
-	if out, code := hubRun(t, "status", "rollout", "--repo", clone, "--status-repo", repo.srv.RepoPath(waveRepo)); code != 0 ||
+	if out, code := hubRun(t, "status", "rollout", "--repo", clone, "--status-repo", repo.Server.RepoPath(waveRepo)); code != 0 ||
 		!strings.Contains(out, "Waves (flotilla rollout status):") || !regexp.MustCompile(`(?m)^rest\s+d4\s+Held\b`).MatchString(out) {
 		t.Errorf("status rollout: exit %d, want the waves with d4 held:\n%s", code, out)
 	}
@@ -264,7 +266,7 @@ func TestRolloutWaves(t *testing.T) {
 	if !strings.Contains(out, "web: rollout advance: wave rest released: every cluster of wave early Ready") || !strings.Contains(out, "api: complete") {
 		t.Fatalf("second advance:\n%s", out)
 	}
-	repo.push(t, out)
+	repo.Push(t, out)
 	applied["d4"] = agents["d4"].waitVersion(t, "web", "v2")
 	if applied["a1"].After(applied["b2"]) || applied["a1"].After(applied["c3"]) || applied["b2"].After(applied["d4"]) || applied["c3"].After(applied["d4"]) {
 		t.Errorf("apply times out of wave order: %v", applied)
@@ -281,10 +283,10 @@ func TestRolloutWaves(t *testing.T) {
 		{"never Ready", "apps/web/manifests/deploy.yaml", "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\nspec:\n  selector: {matchLabels: {app: web}}\n  template:\n    metadata: {labels: {app: web}}\n    spec: {containers: [{name: web, image: example.invalid/web:never}]}\n", ""},
 	} {
 		t.Run(bad.name, func(t *testing.T) {
-			repo.write(t, bad.file, bad.content)
-			repo.write(t, "apps/web/manifests/cm.yaml", waveConfigMap("web", "v3-"+strings.ReplaceAll(bad.name, " ", "-")))
-			repo.render(t)
-			head := repo.push(t, "bad change: "+bad.name)
+			repo.Write(t, bad.file, bad.content)
+			repo.Write(t, "apps/web/manifests/cm.yaml", waveConfigMap("web", "v3-"+strings.ReplaceAll(bad.name, " ", "-")))
+			hubRender(t, repo.Dir)
+			head := repo.Push(t, "bad change: "+bad.name)
 			waitFor(t, 2*time.Minute, "a1 to report the bad revision not Ready", func() (bool, string) {
 				p := waveProgress(t, repo, "web")
 				c := p.Waves[0].Clusters[0]
@@ -301,7 +303,7 @@ func TestRolloutWaves(t *testing.T) {
 			for _, name := range []string{"b2", "c3", "d4"} {
 				agents[name].waitFetched(t, head)
 			}
-			out, code := hubRun(t, "rollout", "advance", "--repo", repo.dir, "--status-repo", srv.RepoPath(waveRepo))
+			out, code := hubRun(t, "rollout", "advance", "--repo", repo.Dir, "--status-repo", srv.RepoPath(waveRepo))
 			if code != 1 || !strings.Contains(out, "web: wave canary ") || !strings.Contains(out, "a1") {
 				t.Fatalf("advance over a bad wave 1: exit %d\n%s", code, out)
 			}
@@ -315,10 +317,10 @@ func TestRolloutWaves(t *testing.T) {
 				}
 			}
 
-			if out, code := hubRun(t, "rollout", "abort", "web", "--repo", repo.dir); code != 0 {
+			if out, code := hubRun(t, "rollout", "abort", "web", "--repo", repo.Dir); code != 0 {
 				t.Fatalf("abort: exit %d\n%s", code, out)
 			}
-			repo.push(t, "abort web")
+			repo.Push(t, "abort web")
 			agents["a1"].waitVersion(t, "web", "v2")
 			waitFor(t, 2*time.Minute, "a1 Ready again on the previous content", func() (bool, string) {
 				p := waveProgress(t, repo, "web")
@@ -329,10 +331,10 @@ func TestRolloutWaves(t *testing.T) {
 				t.Fatalf("abort left the bad Deployment on a1: %v", err)
 			}
 			// The fix: the bad file goes; a new revision, a new rollout.
-			repo.remove(t, bad.file)
-			repo.write(t, "apps/web/manifests/cm.yaml", waveConfigMap("web", "v2"))
-			repo.render(t)
-			repo.push(t, "revert "+bad.name)
+			repo.Remove(t, bad.file)
+			repo.Write(t, "apps/web/manifests/cm.yaml", waveConfigMap("web", "v2"))
+			hubRender(t, repo.Dir)
+			repo.Push(t, "revert "+bad.name)
 		})
 	}
 }

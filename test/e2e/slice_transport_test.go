@@ -13,18 +13,20 @@ import (
 	hubcmd "github.com/flotilla-gitops/flotilla/hub/cmd"
 	"github.com/flotilla-gitops/flotilla/pkg/gitrepo"
 	"github.com/flotilla-gitops/flotilla/pkg/status"
+	"github.com/flotilla-gitops/flotilla/test/fleetrepo"
 	"github.com/flotilla-gitops/flotilla/test/gitserver"
+	"github.com/flotilla-gitops/flotilla/test/testkeys"
 )
 
 // hubPublish runs `flotilla publish` as CI does after a merge: in a fresh
 // clone of the fleet repo (with the slice refs published so far), cutting
 // main's head and pushing the slice refs as the maintainer.
-func hubPublish(t *testing.T, repo *fleetRepo) {
+func hubPublish(t *testing.T, repo *fleetrepo.Repo) {
 	t.Helper()
 	clone := filepath.Join(t.TempDir(), "clone")
 	for _, args := range [][]string{
-		{"clone", "-q", "--bare", repo.srv.RepoPath(repo.name), clone},
-		{"--git-dir=" + clone, "fetch", "-q", repo.srv.RepoPath(repo.name), "+" + gitrepo.SliceRefPrefix + "*:" + gitrepo.SliceRefPrefix + "*"},
+		{"clone", "-q", "--bare", repo.Server.RepoPath(repo.Name), clone},
+		{"--git-dir=" + clone, "fetch", "-q", repo.Server.RepoPath(repo.Name), "+" + gitrepo.SliceRefPrefix + "*:" + gitrepo.SliceRefPrefix + "*"},
 	} {
 		cmd := exec.Command("git", args...)
 		cmd.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1")
@@ -33,7 +35,7 @@ func hubPublish(t *testing.T, repo *fleetRepo) {
 		}
 	}
 	creds := t.TempDir()
-	for name, v := range map[string]string{"username": gitserver.Maintainer, "password": repo.srv.Password(gitserver.Maintainer)} {
+	for name, v := range map[string]string{"username": gitserver.Maintainer, "password": repo.Server.Password(gitserver.Maintainer)} {
 		if err := os.WriteFile(filepath.Join(creds, name), []byte(v), 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -42,7 +44,7 @@ func hubPublish(t *testing.T, repo *fleetRepo) {
 	var out, errb bytes.Buffer
 	root.SetOut(&out)
 	root.SetErr(&errb)
-	root.SetArgs([]string{"publish", "--repo", clone, "--rev", "main", "--remote", repo.url, "--git-credentials-dir", creds})
+	root.SetArgs([]string{"publish", "--repo", clone, "--rev", "main", "--remote", repo.URL, "--git-credentials-dir", creds})
 	if err := root.ExecuteContext(context.Background()); err != nil {
 		t.Fatalf("flotilla publish: %v\n%s%s", err, out.String(), errb.String())
 	}
@@ -55,14 +57,14 @@ func hubPublish(t *testing.T, repo *fleetRepo) {
 // while nothing changes, and corrects drift from its cached slice while
 // Git is down.
 func TestSliceTransport(t *testing.T) {
-	alice := verifySSHKey(t, "alice@example.com")
+	alice := testkeys.SSH(t, "alice@example.com")
 	srv := newGitServer(t)
 	r := newVerifyRigOn(t, srv, "slice-agent", "head", []string{"--git-transport", "slice"}, alice)
 	r.afterPush = func() { hubPublish(t, r.repo) }
 	hubPublish(t, r.repo)
 
 	// The first commit of main is unsigned: refused, nothing applied.
-	r.waitRefused(r.repo.head(), "unsigned", "")
+	r.waitRefused(r.repo.Head(), "unsigned", "")
 
 	signed := r.commit("signed-by-alice", &alice)
 	st := r.waitApplied(signed, "signed-by-alice")
@@ -71,13 +73,13 @@ func TestSliceTransport(t *testing.T) {
 	}
 
 	// Idle: polls are v2 ls-refs of the slice ref alone, no pack.
-	before := srv.Stats(r.repo.name)
+	before := srv.Stats(r.repo.Name)
 	cycles := r.agent.countLogs("cycle finished")
 	waitFor(t, 2*time.Minute, "two idle cycles", func() (bool, string) {
 		n := r.agent.countLogs("cycle finished") - cycles
 		return n >= 2, "cycles"
 	})
-	idle := srv.Stats(r.repo.name).Sub(before)
+	idle := srv.Stats(r.repo.Name).Sub(before)
 	if idle.LsRefs == 0 || idle.InfoRefs != 0 || idle.UploadPacks != 0 {
 		t.Errorf("idle Git requests %+v: want only v2 ls-refs", idle)
 	}
@@ -90,7 +92,7 @@ func TestSliceTransport(t *testing.T) {
 	// cluster keeps what it has.
 	forged := r.commit("signed-again", &alice)
 	r.waitApplied(forged, "signed-again")
-	forgeSlice(t, srv.RepoPath(r.repo.name), gitrepo.SliceRef(r.cluster), "apps/settings/manifests/configmap.yaml", "value: forged")
+	forgeSlice(t, srv.RepoPath(r.repo.Name), gitrepo.SliceRef(r.cluster), "apps/settings/manifests/configmap.yaml", "value: forged")
 	r.agent.waitStatus(2*time.Minute, "the forged slice refused", func(st *status.ClusterStatus) bool {
 		return strings.Contains(st.LastError, "does not match its main commit")
 	})
@@ -119,14 +121,14 @@ func TestSliceTransport(t *testing.T) {
 // ones is refused, and so it is by a new agent with an empty cache, which
 // continues from the anchor recorded in the cluster.
 func TestStrictOverPublishedSlices(t *testing.T) {
-	alice := verifySSHKey(t, "alice@example.com")
+	alice := testkeys.SSH(t, "alice@example.com")
 	srv := newGitServer(t)
 	r := newVerifyRigOn(t, srv, "strict-slices", "strict", nil, alice)
 	r.afterPush = func() { hubPublish(t, r.repo) }
 	hashOf := func(rev string) string { return strings.TrimPrefix(rev, "main@sha1:") }
 	hubPublish(t, r.repo)
 	// The operator vouches for the (unsigned) initial commit.
-	root := hashOf(r.repo.head())
+	root := hashOf(r.repo.Head())
 	r.restart("--verify-trust-root", root)
 
 	first := r.commit("first", &alice)

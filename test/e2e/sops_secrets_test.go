@@ -14,6 +14,7 @@ import (
 
 	"github.com/flotilla-gitops/flotilla/pkg/slice"
 	"github.com/flotilla-gitops/flotilla/pkg/status"
+	"github.com/flotilla-gitops/flotilla/test/fleetrepo"
 	"github.com/flotilla-gitops/flotilla/test/sopscli"
 	"github.com/flotilla-gitops/flotilla/test/testenv"
 )
@@ -77,7 +78,7 @@ func TestSOPSSecretsDecryptOnlyWhereKeyed(t *testing.T) {
 				"cm.yaml":            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: plain\n  namespace: " + r.appNS + "\ndata:\n  k: v\n",
 			}},
 		})
-		repo := newFleetRepo(t, srv, r.cluster, dir)
+		repo := fleetrepo.New(t, srv, r.cluster, dir)
 		r.cache = t.TempDir()
 		r.proc = startAgentProc(t, c, repo, r.cluster, r.agentNS, r.cluster+"-agent", r.cache, agentUser(t, srv, r.cluster), "--interval", "2s")
 	}

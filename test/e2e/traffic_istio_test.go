@@ -121,7 +121,7 @@ func TestTrafficRouteIstio(t *testing.T) {
 	}
 
 	t.Run("canary step", func(t *testing.T) {
-		repo.write("routes/web.yaml", trafficRoute("75", "25"))
+		repo.Write("routes/web.yaml", trafficRoute("75", "25"))
 		_, results := repo.renderAndApply()
 		res := results[slice.UnitRoutes]
 		if res.Configured != 1 || res.Unchanged != 1 || res.Created != 0 {

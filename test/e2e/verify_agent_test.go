@@ -1,84 +1,22 @@
 package e2e_test
 
 import (
-	"bytes"
-	"context"
-	"crypto/ed25519"
-	"crypto/rand"
-	"encoding/pem"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/ProtonMail/go-crypto/openpgp"
-	"github.com/ProtonMail/go-crypto/openpgp/armor"
-	"golang.org/x/crypto/ssh"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/flotilla-gitops/flotilla/agent/state"
-	"github.com/flotilla-gitops/flotilla/pkg/gitrepo"
 	"github.com/flotilla-gitops/flotilla/pkg/status"
+	"github.com/flotilla-gitops/flotilla/test/fleetrepo"
 	"github.com/flotilla-gitops/flotilla/test/gitserver"
+	"github.com/flotilla-gitops/flotilla/test/testkeys"
 )
-
-// verifyKey is a commit signing key and its public half.
-type verifyKey struct {
-	signer gitrepo.Signer
-	public string
-}
-
-func verifySSHKey(t *testing.T, comment string) verifyKey {
-	t.Helper()
-	_, priv, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	block, err := ssh.MarshalPrivateKey(priv, comment)
-	if err != nil {
-		t.Fatal(err)
-	}
-	signer, err := gitrepo.ParseSigningKey(pem.EncodeToMemory(block), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pub, err := ssh.NewPublicKey(priv.Public())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return verifyKey{signer: signer, public: strings.TrimSpace(string(ssh.MarshalAuthorizedKey(pub))) + " " + comment + "\n"}
-}
-
-func verifyPGPKey(t *testing.T, name string) verifyKey {
-	t.Helper()
-	e, err := openpgp.NewEntity(name, "", strings.ToLower(name)+"@example.com", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	armored := func(typ string, write func(w io.Writer) error) []byte {
-		var b bytes.Buffer
-		w, err := armor.Encode(&b, typ, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := write(w); err != nil {
-			t.Fatal(err)
-		}
-		w.Close()
-		return b.Bytes()
-	}
-	priv := armored(openpgp.PrivateKeyType, func(w io.Writer) error { return e.SerializePrivate(w, nil) })
-	pub := armored(openpgp.PublicKeyType, func(w io.Writer) error { return e.Serialize(w) })
-	signer, err := gitrepo.ParseSigningKey(priv, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return verifyKey{signer: signer, public: string(pub)}
-}
 
 // verifyFleet is a one-cluster fleet whose only application is a ConfigMap
 // holding value, in a namespace of the cluster's own.
@@ -97,7 +35,7 @@ func verifyFleet(cluster, value string) map[string]string {
 type verifyRig struct {
 	t       *testing.T
 	cluster string
-	repo    *fleetRepo
+	repo    *fleetrepo.Repo
 	keysDir string
 	agent   *agentProc
 	// generation numbers the keys directory's Secret updates.
@@ -112,20 +50,20 @@ type verifyRig struct {
 	afterPush func()
 }
 
-func newVerifyRig(t *testing.T, cluster, mode string, trusted ...verifyKey) *verifyRig {
+func newVerifyRig(t *testing.T, cluster, mode string, trusted ...testkeys.Key) *verifyRig {
 	t.Helper()
 	return newVerifyRigOn(t, agentGit(t), cluster, mode, nil, trusted...)
 }
 
 // newVerifyRigOn is newVerifyRig on srv, with flags for every agent
 // process. The agent starts at once.
-func newVerifyRigOn(t *testing.T, srv *gitserver.Server, cluster, mode string, flags []string, trusted ...verifyKey) *verifyRig {
+func newVerifyRigOn(t *testing.T, srv *gitserver.Server, cluster, mode string, flags []string, trusted ...testkeys.Key) *verifyRig {
 	t.Helper()
 	c := agentCluster(t)
 	dir := t.TempDir()
 	planWriteFiles(t, dir, verifyFleet(cluster, "initial"))
 	hubRender(t, dir)
-	r := &verifyRig{t: t, cluster: cluster, repo: newFleetRepo(t, srv, cluster, dir), keysDir: t.TempDir(), flags: flags}
+	r := &verifyRig{t: t, cluster: cluster, repo: fleetrepo.New(t, srv, cluster, dir), keysDir: t.TempDir(), flags: flags}
 	r.trust(trusted...)
 	agentNS := "flotilla-" + cluster
 	if err := c.CreateNamespace(testCtx(t), agentNS); err != nil {
@@ -166,7 +104,7 @@ func (r *verifyRig) stateObject() *corev1.ConfigMap {
 // Secret: the keys are written to a new hidden directory, the ..data
 // symlink is swapped to it atomically, and every key is a symlink through
 // ..data (the agent never sees a half-written set).
-func (r *verifyRig) trust(keys ...verifyKey) {
+func (r *verifyRig) trust(keys ...testkeys.Key) {
 	r.t.Helper()
 	r.generation++
 	gen := fmt.Sprintf("..gen-%d", r.generation)
@@ -177,7 +115,7 @@ func (r *verifyRig) trust(keys ...verifyKey) {
 	for i, k := range keys {
 		name := "key-" + string(rune('a'+i))
 		names[name] = true
-		if err := os.WriteFile(filepath.Join(r.keysDir, gen, name), []byte(k.public), 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(r.keysDir, gen, name), []byte(k.Public), 0o644); err != nil {
 			r.t.Fatal(err)
 		}
 	}
@@ -211,42 +149,22 @@ func (r *verifyRig) trust(keys ...verifyKey) {
 
 // commit changes the ConfigMap's value, renders, and pushes the change to
 // main as one commit, signed by k (unsigned when k is nil).
-func (r *verifyRig) commit(value string, k *verifyKey) string {
+func (r *verifyRig) commit(value string, k *testkeys.Key) string {
 	r.t.Helper()
-	planWriteFiles(r.t, r.repo.dir, map[string]string{"apps/settings/manifests/configmap.yaml": verifyFleet(r.cluster, value)["apps/settings/manifests/configmap.yaml"]})
-	hubRender(r.t, r.repo.dir)
+	planWriteFiles(r.t, r.repo.Dir, map[string]string{"apps/settings/manifests/configmap.yaml": verifyFleet(r.cluster, value)["apps/settings/manifests/configmap.yaml"]})
+	hubRender(r.t, r.repo.Dir)
 	if k == nil {
-		rev := r.repo.push(r.t, "unsigned change to "+value)
+		rev := r.repo.Push(r.t, "unsigned change to "+value)
 		if r.afterPush != nil {
 			r.afterPush()
 		}
 		return rev
 	}
-	now := readTree(r.t, r.repo.dir)
-	files := map[string][]byte{}
-	for p, c := range now {
-		if old, ok := r.repo.last[p]; !ok || old != c {
-			files[p] = []byte(c)
-		}
-	}
-	for p := range r.repo.last {
-		if _, ok := now[p]; !ok {
-			files[p] = nil
-		}
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	res, err := gitrepo.PushFiles(ctx, r.repo.url, "refs/heads/main", files, "signed change to "+value,
-		gitrepo.Signature{Name: "Fleet Maintainer", Email: "maintainer@example.com"},
-		gitrepo.PushOptions{Auth: gitrepo.Auth{Username: gitserver.Maintainer, Password: r.repo.srv.Password(gitserver.Maintainer)}, Signer: k.signer})
-	if err != nil {
-		r.t.Fatal(err)
-	}
-	r.repo.last = now
+	rev := r.repo.PushSigned(r.t, "signed change to "+value, k.Signer)
 	if r.afterPush != nil {
 		r.afterPush()
 	}
-	return "main@sha1:" + res.Hash
+	return rev
 }
 
 // driftCorrected edits the live ConfigMap's value and waits until the
@@ -325,12 +243,12 @@ func (r *verifyRig) waitRefused(rev, reason, value string) *status.ClusterStatus
 // and the metric say why — and accepts that head once its key is added to
 // the keys directory, without a restart.
 func TestVerifyHeadMode(t *testing.T) {
-	alice, bob := verifySSHKey(t, "alice@example.com"), verifyPGPKey(t, "Bob")
+	alice, bob := testkeys.SSH(t, "alice@example.com"), testkeys.PGP(t, "Bob")
 	r := newVerifyRig(t, "verify-head", "head", alice)
 	pid := r.agent.Pid()
 
 	// The repository's first commit is unsigned: nothing is applied.
-	r.waitRefused(r.repo.head(), "unsigned", "")
+	r.waitRefused(r.repo.Head(), "unsigned", "")
 
 	rev := r.commit("signed-by-alice", &alice)
 	st := r.waitApplied(rev, "signed-by-alice")
@@ -362,10 +280,10 @@ func TestVerifyHeadMode(t *testing.T) {
 // the chain; later, a trusted head over an unsigned ancestor is refused,
 // while every-commit-signed history is applied.
 func TestVerifyStrictMode(t *testing.T) {
-	alice := verifySSHKey(t, "alice@example.com")
+	alice := testkeys.SSH(t, "alice@example.com")
 	r := newVerifyRig(t, "verify-strict", "strict", alice)
 	// The operator vouches for the (unsigned) initial commit.
-	r.restart("--verify-trust-root", strings.TrimPrefix(r.repo.head(), "main@sha1:"))
+	r.restart("--verify-trust-root", strings.TrimPrefix(r.repo.Head(), "main@sha1:"))
 
 	first := r.commit("first", &alice)
 	st := r.waitApplied(first, "first")
@@ -393,7 +311,7 @@ func TestVerifyStrictMode(t *testing.T) {
 // still corrected from the last accepted revision; a corrupt anchor is
 // refused, never trusted, even where the trust root would accept the head.
 func TestVerifyStrictAnchorInCluster(t *testing.T) {
-	alice := verifySSHKey(t, "alice@example.com")
+	alice := testkeys.SSH(t, "alice@example.com")
 	r := newVerifyRig(t, "verify-anchor", "strict", alice)
 	hashOf := func(rev string) string { return strings.TrimPrefix(rev, "main@sha1:") }
 

@@ -16,7 +16,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/flotilla-gitops/flotilla/test/agentproc"
+	"github.com/flotilla-gitops/flotilla/test/fleetrepo"
 	"github.com/flotilla-gitops/flotilla/test/testenv"
+	"github.com/flotilla-gitops/flotilla/test/treefile"
 )
 
 // vendorVolcanoChart copies the upstream Volcano chart of the pinned
@@ -65,7 +67,7 @@ func TestVolcanoUpstreamChart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	writeAll(t, dir, map[string]string{
+	treefile.Write(t, dir, map[string]string{
 		"apps/volcano/app.yaml": string(example),
 		"clusters/" + cluster + ".yaml": `apiVersion: flotilla.dev/v1alpha1
 kind: Cluster
@@ -85,13 +87,13 @@ spec:
 `,
 	})
 	hubRender(t, dir)
-	repo := newFleetRepo(t, agentGit(t), "volcano-chart", dir)
+	repo := fleetrepo.New(t, agentGit(t), "volcano-chart", dir)
 	a := newInprocAgent(t, c, agentSpec{cluster: cluster, repo: repo})
 	a.start()
 	defer a.stop()
 
 	// Generous: images are not pulled (kwok), but the machine may be busy.
-	st := a.waitApplied(4*time.Minute, repo.head())
+	st := a.waitApplied(4*time.Minute, repo.Head())
 	t.Logf("applied:\n%s", describeStatus(st))
 	if u := unitOf(st, "volcano"); u == nil {
 		t.Fatal("no volcano unit")

@@ -18,8 +18,10 @@ import (
 	"github.com/flotilla-gitops/flotilla/pkg/status"
 	"github.com/flotilla-gitops/flotilla/pkg/volcano"
 	"github.com/flotilla-gitops/flotilla/test/agentproc"
+	"github.com/flotilla-gitops/flotilla/test/fleetrepo"
 	"github.com/flotilla-gitops/flotilla/test/gitserver"
 	"github.com/flotilla-gitops/flotilla/test/testenv"
+	"github.com/flotilla-gitops/flotilla/test/treefile"
 )
 
 // The Volcano fleet: member1 and member2 run Volcano on 4 kwok GPUs each
@@ -156,23 +158,10 @@ func gpuHog(setting string, recreate bool) string {
 
 // renderVC runs `flotilla render` with the clusters' status from the Git
 // server's repository (read in place).
-func renderVC(t *testing.T, r *fleetRepo) {
+func renderVC(t *testing.T, r *fleetrepo.Repo) {
 	t.Helper()
-	if out, err := hub(t, "render", "--repo", r.dir, "--status-repo", r.srv.RepoPath(r.name)); err != nil {
+	if out, err := hub(t, "render", "--repo", r.Dir, "--status-repo", r.Server.RepoPath(r.Name)); err != nil {
 		t.Fatalf("flotilla render: %v\n%s", err, out)
-	}
-}
-
-func writeFiles(t *testing.T, dir string, files map[string]string) {
-	t.Helper()
-	for p, content := range files {
-		full := filepath.Join(dir, filepath.FromSlash(p))
-		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(full, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
 	}
 }
 
@@ -188,9 +177,9 @@ func TestVolcanoJobs(t *testing.T) {
 
 	srv := newGitServer(t)
 	dir := t.TempDir()
-	writeFiles(t, dir, vcBaseFiles())
+	treefile.Write(t, dir, vcBaseFiles())
 	hubRender(t, dir)
-	repo := newFleetRepo(t, srv, vcRepo, dir)
+	repo := fleetrepo.New(t, srv, vcRepo, dir)
 
 	agents := map[string]*jobAgent{
 		"member1": startJobAgent(t, jobAgentSpec{name: "member1", cluster: m1, srv: srv, repo: vcRepo, namespace: vcAgentNS}),
@@ -202,7 +191,7 @@ func TestVolcanoJobs(t *testing.T) {
 	statusCache := t.TempDir()
 
 	t.Run("cluster without Volcano reports it and applies its other units", func(t *testing.T) {
-		head := repo.head()
+		head := repo.Head()
 		st := agents[vcNoVolcano].waitStatus(2*time.Minute, "queues unit failed, hello applied", func(st *status.ClusterStatus) bool {
 			q := unitOf(st, slice.UnitVolcanoQueues)
 			return q != nil && unitReason(q) == volcano.ReasonNotInstalled && unitIsReady(unitOf(st, "hello")) && unitOf(st, "hello").AppliedRevision == head
@@ -226,7 +215,7 @@ func TestVolcanoJobs(t *testing.T) {
 
 	var tfUID types.UID
 	t.Run("seed TensorFlow job completes, oversized gang is Unschedulable, Divided job lands 6/4", func(t *testing.T) {
-		writeFiles(t, dir, map[string]string{
+		treefile.Write(t, dir, map[string]string{
 			"jobs/tf-training.yaml": seedTFJob("tf-training", onCluster("member1")),
 			"jobs/tf-big.yaml": vcJobFile("tf-big", onCluster("member2"), "research-queue", 4, false,
 				vcTask("worker", 4, "500m", "256Mi", 2, false, "")),
@@ -234,7 +223,7 @@ func TestVolcanoJobs(t *testing.T) {
 				"default", 10, false, vcTask("executor", 10, "100m", "128Mi", 0, false, "")),
 		})
 		renderVC(t, repo)
-		repo.push(t, "jobs: tf-training, tf-big, spark")
+		repo.Push(t, "jobs: tf-training, tf-big, spark")
 
 		st1 := agents["member1"].waitStatus(2*time.Minute, "tf-training and spark Completed", func(st *status.ClusterStatus) bool {
 			tf, sp := jobOf(st, "tf-training"), jobOf(st, "spark")
@@ -303,9 +292,9 @@ func TestVolcanoJobs(t *testing.T) {
 	})
 
 	t.Run("BestFit picks the cluster with free GPUs from status", func(t *testing.T) {
-		writeFiles(t, dir, map[string]string{"jobs/gpu-hog.yaml": gpuHog("a", false)})
+		treefile.Write(t, dir, map[string]string{"jobs/gpu-hog.yaml": gpuHog("a", false)})
 		renderVC(t, repo)
-		repo.push(t, "gpu-hog takes member1's GPUs")
+		repo.Push(t, "gpu-hog takes member1's GPUs")
 		agents["member1"].waitStatus(2*time.Minute, "gpu-hog Running in a Running PodGroup, no free GPU", func(st *status.ClusterStatus) bool {
 			h := jobOf(st, "gpu-hog")
 			return h != nil && h.Phase == string(batchv1alpha1.Running) && h.Running == 2 && h.PodGroupPhase == "Running" &&
@@ -321,10 +310,10 @@ func TestVolcanoJobs(t *testing.T) {
 			return h != nil && h.Phase == "Running", fmt.Sprintf("%+v", h)
 		})
 
-		writeFiles(t, dir, map[string]string{"jobs/tf-best.yaml": seedTFJob("tf-best", "    type: BestFit\n    destination: {fleet: gpu}")})
+		treefile.Write(t, dir, map[string]string{"jobs/tf-best.yaml": seedTFJob("tf-best", "    type: BestFit\n    destination: {fleet: gpu}")})
 		// Without status (hints only, equal) the tie goes to member1 by name.
 		noStatus := t.TempDir()
-		writeFiles(t, noStatus, readTree(t, dir))
+		treefile.Write(t, noStatus, treefile.Read(t, dir))
 		if err := os.RemoveAll(filepath.Join(noStatus, slice.RenderedDir)); err != nil {
 			t.Fatal(err)
 		}
@@ -346,14 +335,14 @@ func TestVolcanoJobs(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(dir, filepath.FromSlash(slice.UnitDir("member1", "job-tf-best")))); err == nil {
 			t.Fatal("tf-best rendered to member1, whose GPUs are all in use")
 		}
-		repo.push(t, "tf-best, placed by status")
+		repo.Push(t, "tf-best, placed by status")
 		agents["member2"].waitStatus(2*time.Minute, "tf-best Completed", func(st *status.ClusterStatus) bool {
 			j := jobOf(st, "tf-best")
 			return j != nil && j.Phase == string(batchv1alpha1.Completed) && j.Succeeded == 3
 		})
 
 		// A job that fits nowhere is a render error naming the shortfall.
-		writeFiles(t, dir, map[string]string{"jobs/tf-huge.yaml": vcJobFile("tf-huge", "    type: BestFit\n    destination: {fleet: gpu}", "research-queue", 4, false,
+		treefile.Write(t, dir, map[string]string{"jobs/tf-huge.yaml": vcJobFile("tf-huge", "    type: BestFit\n    destination: {fleet: gpu}", "research-queue", 4, false,
 			vcTask("worker", 4, "500m", "256Mi", 2, false, ""))})
 		_, stderr, err := hubOutput(t, "render", "--repo", dir, "--status-repo", srv.RepoPath(vcRepo))
 		if want := "job tf-huge: needs 8 nvidia.com/gpu, best cluster member2 has 4"; err == nil || !strings.Contains(stderr, want) {
@@ -376,9 +365,9 @@ func TestVolcanoJobs(t *testing.T) {
 			}
 			before[string(j.UID)] = j.UID
 		}
-		writeFiles(t, dir, map[string]string{"apps/hello/manifests/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: hello\ndata:\n  greeting: hi\n"})
+		treefile.Write(t, dir, map[string]string{"apps/hello/manifests/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: hello\ndata:\n  greeting: hi\n"})
 		renderVC(t, repo)
-		head := repo.push(t, "an unrelated change")
+		head := repo.Push(t, "an unrelated change")
 		for _, name := range []string{"member1", "member2"} {
 			agents[name].waitStatus(2*time.Minute, "hello applied at the new head", func(st *status.ClusterStatus) bool {
 				h := unitOf(st, "hello")
@@ -415,9 +404,9 @@ func TestVolcanoJobs(t *testing.T) {
 	t.Run("a changed spec of a running job is reported, not applied", func(t *testing.T) {
 		h := vcJob(t, m1, vcJobNS, "gpu-hog")
 		hogUID, hogHash = h.UID, h.Annotations[volcano.AnnotationSpecHash]
-		writeFiles(t, dir, map[string]string{"jobs/gpu-hog.yaml": gpuHog("b", false)})
+		treefile.Write(t, dir, map[string]string{"jobs/gpu-hog.yaml": gpuHog("b", false)})
 		renderVC(t, repo)
-		repo.push(t, "gpu-hog: new setting")
+		repo.Push(t, "gpu-hog: new setting")
 		st := agents["member1"].waitStatus(2*time.Minute, "spec change reported", func(st *status.ClusterStatus) bool {
 			return unitReason(unitOf(st, "job-gpu-hog")) == volcano.ReasonSpecChanged
 		})
@@ -443,9 +432,9 @@ func TestVolcanoJobs(t *testing.T) {
 	})
 
 	t.Run("recreate replaces the running job", func(t *testing.T) {
-		writeFiles(t, dir, map[string]string{"jobs/gpu-hog.yaml": gpuHog("b", true)})
+		treefile.Write(t, dir, map[string]string{"jobs/gpu-hog.yaml": gpuHog("b", true)})
 		renderVC(t, repo)
-		repo.push(t, "gpu-hog: recreate")
+		repo.Push(t, "gpu-hog: recreate")
 		var h *batchv1alpha1.Job
 		waitFor(t, 2*time.Minute, "gpu-hog recreated and Running", func() (bool, string) {
 			h = vcJob(t, m1, vcJobNS, "gpu-hog")
@@ -463,10 +452,10 @@ func TestVolcanoJobs(t *testing.T) {
 	})
 
 	t.Run("jobs removed from Git are deleted, finished ones after the retention", func(t *testing.T) {
-		repo.remove(t, "jobs/gpu-hog.yaml")
-		repo.remove(t, "jobs/spark.yaml")
+		repo.Remove(t, "jobs/gpu-hog.yaml")
+		repo.Remove(t, "jobs/spark.yaml")
 		renderVC(t, repo)
-		head := repo.push(t, "remove gpu-hog and spark")
+		head := repo.Push(t, "remove gpu-hog and spark")
 		agents["member1"].waitStatus(2*time.Minute, "hello at the new head", func(st *status.ClusterStatus) bool {
 			return unitOf(st, "hello").AppliedRevision == head && unitOf(st, "job-gpu-hog") == nil
 		})

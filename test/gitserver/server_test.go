@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/flotilla-gitops/flotilla/test/prereqs"
+	"github.com/flotilla-gitops/flotilla/test/treefile"
 )
 
 func runGit(t *testing.T, dir string, args ...string) (string, error) {
@@ -26,15 +27,7 @@ func runGit(t *testing.T, dir string, args ...string) (string, error) {
 func writeTree(t *testing.T, files map[string]string) string {
 	t.Helper()
 	dir := t.TempDir()
-	for p, c := range files {
-		full := filepath.Join(dir, p)
-		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(full, []byte(c), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	treefile.Write(t, dir, files)
 	return dir
 }
 

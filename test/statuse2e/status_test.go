@@ -6,10 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
-	"path/filepath"
-	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -23,8 +20,10 @@ import (
 	"github.com/flotilla-gitops/flotilla/pkg/render"
 	"github.com/flotilla-gitops/flotilla/pkg/status"
 	"github.com/flotilla-gitops/flotilla/test/agentproc"
+	"github.com/flotilla-gitops/flotilla/test/fleetrepo"
 	"github.com/flotilla-gitops/flotilla/test/gitserver"
 	"github.com/flotilla-gitops/flotilla/test/testenv"
+	"github.com/flotilla-gitops/flotilla/test/treefile"
 )
 
 func TestMain(m *testing.M) {
@@ -109,72 +108,12 @@ const brokenForBeta = `
 
 // ---- the fleet repo ----
 
-type fleetRepo struct {
-	srv  *gitserver.Server
-	dir  string
-	last map[string]string
-}
-
-func (r *fleetRepo) write(t *testing.T, rel, content string) {
+// render runs `flotilla render` on the fleet repo's working directory.
+func renderFleet(t *testing.T, dir string) {
 	t.Helper()
-	p := filepath.Join(r.dir, filepath.FromSlash(rel))
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// render runs `flotilla render` on the working directory.
-func (r *fleetRepo) render(t *testing.T) {
-	t.Helper()
-	if out, code := flotilla(t, "render", "--repo", r.dir); code != hubcmd.ExitOK {
+	if out, code := flotilla(t, "render", "--repo", dir); code != hubcmd.ExitOK {
 		t.Fatalf("flotilla render: exit %d\n%s", code, out)
 	}
-}
-
-// push commits what changed since the last push, as the maintainer.
-func (r *fleetRepo) push(t *testing.T, msg string) string {
-	t.Helper()
-	now := readTree(t, r.dir)
-	files := map[string]string{}
-	var deletes []string
-	for p, c := range now {
-		if old, ok := r.last[p]; !ok || old != c {
-			files[p] = c
-		}
-	}
-	for p := range r.last {
-		if _, ok := now[p]; !ok {
-			deletes = append(deletes, p)
-		}
-	}
-	sort.Strings(deletes)
-	hash := r.srv.Commit(t, "fleet", gitserver.Maintainer, files, deletes, msg)
-	r.last = now
-	return hash
-}
-
-func readTree(t *testing.T, dir string) map[string]string {
-	t.Helper()
-	out := map[string]string{}
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(dir, p)
-		out[filepath.ToSlash(rel)] = string(b)
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
 }
 
 // ---- agents ----
@@ -299,16 +238,13 @@ func TestStatusThroughGit(t *testing.T) {
 		t.Skip("three clusters")
 	}
 	srv := gitserver.Start(t, gitserver.ForgeConfig(clusters...))
-	repo := &fleetRepo{srv: srv, dir: t.TempDir()}
-	for p, c := range fleetFiles {
-		repo.write(t, p, c)
-	}
+	dir := t.TempDir()
+	treefile.Write(t, dir, fleetFiles)
 	for _, c := range clusters {
-		repo.write(t, "clusters/"+c+".yaml", "apiVersion: flotilla.dev/v1alpha1\nkind: Cluster\nmetadata:\n  name: "+c+"\n  labels:\n    env: e2e\n")
+		treefile.Write(t, dir, map[string]string{"clusters/" + c + ".yaml": "apiVersion: flotilla.dev/v1alpha1\nkind: Cluster\nmetadata:\n  name: " + c + "\n  labels:\n    env: e2e\n"})
 	}
-	repo.render(t)
-	srv.MustCreateRepo(t, "fleet", repo.dir)
-	repo.last = readTree(t, repo.dir)
+	renderFleet(t, dir)
+	repo := fleetrepo.New(t, srv, "fleet", dir)
 	h := hub{url: srv.URL("fleet"), creds: agentproc.CredentialsDir(t, gitserver.Maintainer, srv.Password(gitserver.Maintainer)), cache: t.TempDir()}
 
 	kube := testenv.StartClusters(t, len(clusters), testenv.ClusterOptions{Mode: testenv.Minimal})
@@ -331,10 +267,10 @@ func TestStatusThroughGit(t *testing.T) {
 
 	// 2. A commit beta cannot apply: beta Failing with the reason, the
 	// others in sync at the new commit.
-	repo.write(t, "apps/settings/app.yaml", appYAML(brokenForBeta))
-	repo.write(t, "apps/settings/manifests/settings.yaml", strings.Replace(fleetFiles["apps/settings/manifests/settings.yaml"], "blue", "green", 1))
-	repo.render(t)
-	c2 := repo.push(t, "Green settings; a broken patch for beta")
+	repo.Write(t, "apps/settings/app.yaml", appYAML(brokenForBeta))
+	repo.Write(t, "apps/settings/manifests/settings.yaml", strings.Replace(fleetFiles["apps/settings/manifests/settings.yaml"], "blue", "green", 1))
+	renderFleet(t, repo.Dir)
+	c2 := status.RevisionHash(repo.Push(t, "Green settings; a broken patch for beta"))
 	v := h.waitFleet(t, 3*time.Minute, "beta Failing, alpha and gamma InSync at the second commit", func(c map[string]fleetstatus.ClusterView, _ *fleetstatus.View) bool {
 		t.Logf("after the broken commit: %s", states(c))
 		return c["beta"].State == fleetstatus.StateFailing &&
@@ -434,9 +370,9 @@ func TestStatusThroughGit(t *testing.T) {
 	// 6. The fix: beta applies it; alpha, whose credentials were refused on
 	// main, still works: it fetched the fix (its slice is unchanged, so
 	// it stays InSync) and kept committing status since the refusal.
-	repo.write(t, "apps/settings/app.yaml", appYAML(strings.Split(brokenForBeta, "      overrides:")[0]))
-	repo.render(t)
-	c3 := repo.push(t, "Fix beta")
+	repo.Write(t, "apps/settings/app.yaml", appYAML(strings.Split(brokenForBeta, "      overrides:")[0]))
+	renderFleet(t, repo.Dir)
+	c3 := status.RevisionHash(repo.Push(t, "Fix beta"))
 	h.waitFleet(t, 3*time.Minute, "alpha and beta InSync at the fix", func(c map[string]fleetstatus.ClusterView, _ *fleetstatus.View) bool {
 		t.Logf("after the fix: %s", states(c))
 		alpha := c["alpha"]

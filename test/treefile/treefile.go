@@ -7,22 +7,29 @@ import (
 	"testing"
 )
 
-// Write writes files under dir, creating directories as needed.
+// Write writes files (slash-separated paths → content) under dir,
+// creating directories as needed.
 func Write(t testing.TB, dir string, files map[string]string) {
 	t.Helper()
 	for p, content := range files {
-		full := filepath.Join(dir, filepath.FromSlash(p))
-		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(full, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		WriteFile(t, filepath.Join(dir, filepath.FromSlash(p)), content)
 	}
 }
 
-// Read returns the files under dir; only those under the given
-// slash-separated paths (files or directories) when any are given.
+// WriteFile writes one file, creating its directory as needed.
+func WriteFile(t testing.TB, path, content string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Read returns the regular files under dir, leaving out .git directories
+// and symbolic links; only those under the given slash-separated paths
+// (files or directories) when any are given.
 func Read(t testing.TB, dir string, under ...string) map[string]string {
 	t.Helper()
 	if len(under) == 0 {
@@ -31,8 +38,13 @@ func Read(t testing.TB, dir string, under ...string) map[string]string {
 	out := map[string]string{}
 	for _, u := range under {
 		err := filepath.WalkDir(filepath.Join(dir, filepath.FromSlash(u)), func(p string, d fs.DirEntry, err error) error {
-			if err != nil || d.IsDir() {
+			switch {
+			case err != nil:
 				return err
+			case d.IsDir() && d.Name() == ".git":
+				return filepath.SkipDir
+			case !d.Type().IsRegular():
+				return nil
 			}
 			b, err := os.ReadFile(p)
 			if err != nil {

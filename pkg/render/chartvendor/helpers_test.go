@@ -14,6 +14,7 @@ import (
 
 	"github.com/flotilla-gitops/flotilla/pkg/render"
 	"github.com/flotilla-gitops/flotilla/pkg/slice"
+	"github.com/flotilla-gitops/flotilla/test/treefile"
 )
 
 func TestMain(m *testing.M) {
@@ -21,16 +22,6 @@ func TestMain(m *testing.M) {
 	// this test binary.
 	render.ServeWorkerIfRequested()
 	os.Exit(m.Run())
-}
-
-func writeFile(t testing.TB, p, content string) {
-	t.Helper()
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-		t.Fatal(err)
-	}
 }
 
 func find(t *testing.T, objs []*unstructured.Unstructured, kind, name string) *unstructured.Unstructured {
@@ -69,7 +60,7 @@ func demoChart(name, version, msg string) *chart.Chart {
 // demo with message "vendored" and returns its ConfigMap.
 func renderVendored(t *testing.T, root, chartPath string) *unstructured.Unstructured {
 	t.Helper()
-	writeFile(t, filepath.Join(root, "rendered/ab/c1/demo/values.yaml"), "message: vendored\n")
+	treefile.WriteFile(t, filepath.Join(root, "rendered/ab/c1/demo/values.yaml"), "message: vendored\n")
 	u := slice.Unit{Name: "demo", Kind: slice.UnitHelm, Path: "rendered/ab/c1/demo", Timeout: metav1.Duration{Duration: time.Minute}}
 	u.Helm = &slice.HelmRelease{Chart: chartPath, ReleaseName: "demo", Values: "rendered/ab/c1/demo/values.yaml"}
 	res, err := render.Unit(context.Background(), root, u, render.Options{})
