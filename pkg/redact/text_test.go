@@ -4,7 +4,6 @@ import (
 	"encoding/base64"
 	"strings"
 	"testing"
-
 )
 
 const marker = "s3cr3t-MARKER-value"
