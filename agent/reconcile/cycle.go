@@ -82,14 +82,31 @@ type loopProblem struct {
 	err    error
 }
 
-// cycleRun is the state of one cycle, shared by its unit workers.
+// cycleRun is the state of one cycle: what each phase found, read by the
+// phases after it, and shared by the unit workers.
 type cycleRun struct {
-	start      time.Time
+	start time.Time
+	// synced is the fetch's outcome (given to cycle, or fetched by it).
+	synced *syncOutcome
+	// candidate is the revision fetched, else the last good checkout
+	// while Git is unreachable; nil when there is neither.
+	candidate *gitrepo.Result
+	// verification is the candidate's signature verdict, for status.
+	verification *status.Verification
+	// rev is the revision the cycle reconciles: the candidate when
+	// accepted, else the last accepted one; nil when there is none.
 	rev        *acceptedRev
 	renderOpts render.Options
 	obs        *apply.Observation
 	// held: units that left the slice but were not pruned (prunehold.go).
 	held *heldPrune
+	// problems are the cycle's loop-level failures, in order.
+	problems []loopProblem
+	// result is the cycle's status document, once reported.
+	result *status.ClusterStatus
+	// stopHeartbeats ends the progress heartbeats before the result is
+	// published: the result is always a cycle's last document.
+	stopHeartbeats func()
 
 	rendered, applied, unchanged, failed, waiting atomic.Int64
 	driftCorrected                                atomic.Int64
@@ -105,6 +122,33 @@ type cycleRun struct {
 	loop       *Loop
 }
 
+func (rc *cycleRun) problem(reason string, err error) {
+	rc.problems = append(rc.problems, loopProblem{reason, err})
+}
+
+// cyclePhase is one step of a cycle, a function of the cycle's state.
+type cyclePhase struct {
+	// progress names the phase in the progress heartbeats ("" keeps the
+	// phase before).
+	progress string
+	// needsRevision: skipped when the cycle has no revision to reconcile.
+	needsRevision bool
+	run           func(context.Context, *cycleRun)
+}
+
+// phases are a cycle's steps, in order (model: source-controller's list of
+// reconcile functions run by one loop).
+func (l *Loop) phases() []cyclePhase {
+	return []cyclePhase{
+		{progress: status.PhaseFetch, run: l.fetch},
+		{run: l.chooseRevision},
+		{needsRevision: true, run: l.prepare},
+		{progress: status.PhaseUnits, needsRevision: true, run: l.runUnits},
+		{progress: status.PhasePrune, needsRevision: true, run: l.pruneRemoved},
+		{progress: status.PhaseStatus, run: l.report},
+	}
+}
+
 func (rc *cycleRun) owners() *sliceOwners {
 	rc.claimsOnce.Do(func() { rc.claims = newSliceOwners(rc.loop, rc) })
 	return rc.claims
@@ -118,93 +162,99 @@ func (rc *cycleRun) hasher(dir string) *slice.TreeHasher {
 func (l *Loop) cycle(ctx context.Context, pre *syncOutcome) (*status.ClusterStatus, error) {
 	l.cycleMu.Lock()
 	defer l.cycleMu.Unlock()
-	rc := &cycleRun{start: time.Now(), loop: l}
-	var problems []loopProblem
+	rc := &cycleRun{start: time.Now(), loop: l, synced: pre}
 	l.progress.start(rc.start)
 	defer l.progress.end()
-	stopHeartbeats := l.startHeartbeats(ctx)
-	defer stopHeartbeats()
+	rc.stopHeartbeats = l.startHeartbeats(ctx)
+	defer rc.stopHeartbeats()
 
-	// 1. fetch, or the cached checkout while Git is unreachable.
-	so := pre
-	if so == nil {
-		s := l.sync(ctx)
-		so = &s
-	}
-	var candidate *gitrepo.Result
-	if so.err == nil {
-		l.desired = so.res.Revision
-		r := so.res
-		candidate = &r
-	} else {
-		problems = append(problems, loopProblem{status.ReasonFetchFailed, fmt.Errorf("fetch: %w", so.err)})
-		if r, ok := l.cfg.Source.LastGood(); ok {
-			candidate = &r
+	for _, p := range l.phases() {
+		if p.needsRevision && rc.rev == nil {
+			continue
 		}
-	}
-	fetched := ""
-	var verif *status.Verification
-	if candidate != nil {
-		fetched = candidate.Revision
-		// 2–3. verify and read the slice, else fall back to the last
-		// accepted revision.
-		rev, v, reason, err := l.accept(ctx, *candidate)
-		verif = v
-		if err != nil {
-			problems = append(problems, loopProblem{reason, err})
-			a, serr := l.fallback(ctx, candidate.Hash)
-			if serr != nil {
-				problems = append(problems, loopProblem{reason, serr})
-			}
-			if a != nil {
-				l.log.Warn("reconciling the last accepted revision", "revision", a.res.Revision, "refused", candidate.Revision)
-				rev = a
-			}
-		} else {
-			l.record(ctx, rev)
+		if p.progress != "" {
+			l.progress.phase(p.progress)
 		}
-		rc.rev = rev
+		p.run(ctx, rc)
 	}
-	if candidate == nil {
-		a, serr := l.fallback(ctx, "")
-		switch {
-		case a != nil:
-			l.log.Warn("reconciling the last accepted revision", "revision", a.res.Revision)
-			rc.rev = a
-		case serr != nil:
-			problems = append(problems, loopProblem{status.ReasonFetchFailed, serr})
-		default:
-			problems = append(problems, loopProblem{status.ReasonFetchFailed, ErrNoRevision})
-		}
-	}
-
-	var st *status.ClusterStatus
-	if rc.rev != nil {
-		l.prepare(ctx, rc)
-		l.progress.phase(status.PhaseUnits)
-		l.runUnits(ctx, rc)
-		l.progress.phase(status.PhasePrune)
-		l.pruneRemoved(ctx, rc)
-	}
-	l.progress.phase(status.PhaseStatus)
-	st = l.buildStatus(rc, fetched, verif, problems)
-	l.addVolcanoStatus(ctx, rc, st)
-	// The cycle's result is published after the last progress document.
-	stopHeartbeats()
-	l.finish(ctx, rc, st, problems)
 	var err error
-	if len(problems) > 0 {
-		errs := make([]error, len(problems))
-		for i, p := range problems {
+	if len(rc.problems) > 0 {
+		errs := make([]error, len(rc.problems))
+		for i, p := range rc.problems {
 			errs[i] = p.err
 		}
 		err = errors.Join(errs...)
 	}
-	return st, err
+	return rc.result, err
+}
+
+// fetch syncs the source (unless the caller did) and takes its revision
+// as the candidate, or the cached checkout while Git is unreachable, so
+// drift is still corrected offline.
+func (l *Loop) fetch(ctx context.Context, rc *cycleRun) {
+	if rc.synced == nil {
+		s := l.sync(ctx)
+		rc.synced = &s
+	}
+	if rc.synced.err == nil {
+		l.desired = rc.synced.res.Revision
+		r := rc.synced.res
+		rc.candidate = &r
+		return
+	}
+	rc.problem(status.ReasonFetchFailed, fmt.Errorf("fetch: %w", rc.synced.err))
+	if r, ok := l.cfg.Source.LastGood(); ok {
+		rc.candidate = &r
+	}
+}
+
+// chooseRevision decides the revision the cycle reconciles: the candidate
+// when it is verified and its slice reads (recorded in the cluster), else
+// the last accepted revision. It is the only place that sets l.accepted.
+func (l *Loop) chooseRevision(ctx context.Context, rc *cycleRun) {
+	refused, reason := "", status.ReasonFetchFailed
+	if c := rc.candidate; c != nil {
+		rev, v, why, err := l.accept(ctx, *c)
+		rc.verification = v
+		if err == nil {
+			l.accepted, rc.rev = rev, rev
+			l.record(ctx, rev)
+			return
+		}
+		rc.problem(why, err)
+		refused, reason = c.Hash, why
+	}
+	a, err := l.fallback(ctx, refused)
+	switch {
+	case a != nil:
+		l.accepted, rc.rev = a, a
+		if rc.candidate != nil {
+			l.log.Warn("reconciling the last accepted revision", "revision", a.res.Revision, "refused", rc.candidate.Revision)
+		} else {
+			l.log.Warn("reconciling the last accepted revision", "revision", a.res.Revision)
+		}
+	case err != nil:
+		rc.problem(reason, err)
+	case rc.candidate == nil:
+		rc.problem(status.ReasonFetchFailed, ErrNoRevision)
+	}
+}
+
+// report builds the cycle's status and publishes it with the metrics, after
+// the last progress document.
+func (l *Loop) report(ctx context.Context, rc *cycleRun) {
+	fetched := ""
+	if rc.candidate != nil {
+		fetched = rc.candidate.Revision
+	}
+	rc.result = l.buildStatus(rc, fetched, rc.verification, rc.problems)
+	l.addVolcanoStatus(ctx, rc, rc.result)
+	rc.stopHeartbeats()
+	l.finish(ctx, rc, rc.result, rc.problems)
 }
 
 // accept verifies a checkout and reads its slice, reusing both for a
-// revision already accepted.
+// revision already accepted; the reason is a refusal's condition reason.
 func (l *Loop) accept(ctx context.Context, res gitrepo.Result) (*acceptedRev, *status.Verification, string, error) {
 	if a := l.accepted; a != nil && !a.restored && a.res.Hash == res.Hash && a.res.Dir == res.Dir {
 		return a, l.verified[res.Hash].v, "", nil
@@ -231,9 +281,7 @@ func (l *Loop) accept(ctx context.Context, res gitrepo.Result) (*acceptedRev, *s
 	if err != nil {
 		return nil, v, status.ReasonRenderFailed, fmt.Errorf("revision %s: %w", res.Revision, err)
 	}
-	a := &acceptedRev{res: res, slice: sl}
-	l.accepted = a
-	return a, v, "", nil
+	return &acceptedRev{res: res, slice: sl}, v, "", nil
 }
 
 // fallback is the revision to reconcile instead of a refused or unreadable
@@ -275,7 +323,6 @@ func (l *Loop) fallback(ctx context.Context, refused string) (*acceptedRev, erro
 			return nil, nil
 		}
 		a = &acceptedRev{res: res, slice: sl, restored: a.restored}
-		l.accepted = a
 	}
 	return a, nil
 }

@@ -4,6 +4,9 @@
 //
 // # One cycle
 //
+// A cycle is a declared list of phases (Loop.phases in cycle.go), each a
+// function of the cycle's state (cycleRun), run in order by one loop:
+//
 //  1. fetch: Source.Sync (ls-remote, and a shallow fetch only when the head
 //     moved). When Git is unreachable the cycle goes on with the cached
 //     checkout (Source.LastGood), so drift is still corrected offline.
