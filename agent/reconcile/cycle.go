@@ -202,7 +202,7 @@ func (l *Loop) fetch(ctx context.Context, rc *cycleRun) {
 		rc.candidate = &r
 		return
 	}
-	rc.problem(status.ReasonFetchFailed, fmt.Errorf("fetch: %w", rc.synced.err))
+	rc.problem(status.ReasonGitOperationFailed, fmt.Errorf("fetch: %w", rc.synced.err))
 	if r, ok := l.cfg.Source.LastGood(); ok {
 		rc.candidate = &r
 	}
@@ -212,7 +212,7 @@ func (l *Loop) fetch(ctx context.Context, rc *cycleRun) {
 // when it is verified and its slice reads (recorded in the cluster), else
 // the last accepted revision. It is the only place that sets l.accepted.
 func (l *Loop) chooseRevision(ctx context.Context, rc *cycleRun) {
-	refused, reason := "", status.ReasonFetchFailed
+	refused, reason := "", status.ReasonGitOperationFailed
 	if c := rc.candidate; c != nil {
 		rev, v, why, err := l.accept(ctx, *c)
 		rc.verification = v
@@ -236,7 +236,7 @@ func (l *Loop) chooseRevision(ctx context.Context, rc *cycleRun) {
 	case err != nil:
 		rc.problem(reason, err)
 	case rc.candidate == nil:
-		rc.problem(status.ReasonFetchFailed, ErrNoRevision)
+		rc.problem(status.ReasonGitOperationFailed, ErrNoRevision)
 	}
 }
 

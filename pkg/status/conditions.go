@@ -14,7 +14,7 @@ var failureReasons = map[string]bool{
 	ReasonApplyFailed:        true,
 	ReasonPruneFailed:        true,
 	ReasonHealthCheckFailed:  true,
-	ReasonFetchFailed:        true,
+	ReasonGitOperationFailed: true,
 	ReasonVerificationFailed: true,
 	ReasonHookFailed:         true,
 }

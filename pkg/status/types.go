@@ -44,7 +44,7 @@ const (
 	ReasonPruneFailed        = "PruneFailed"
 	ReasonHealthCheckFailed  = "HealthCheckFailed"
 	ReasonDependencyNotReady = "DependencyNotReady"
-	ReasonFetchFailed        = "GitOperationFailed"
+	ReasonGitOperationFailed = "GitOperationFailed"
 	ReasonVerificationFailed = "VerificationFailed"
 	// ReasonSourceStale: a unit's sources in Git do not match the hash its
 	// slice records (pushed without re-rendering); the unit is refused.

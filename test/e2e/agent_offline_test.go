@@ -75,7 +75,7 @@ func TestAgentGitOutage(t *testing.T) {
 	if st.FetchedRevision != rev1 || st.DesiredRevision != rev1 || !allUnitsReady(st) {
 		t.Fatalf("status during the outage:\n%s", describeStatus(st))
 	}
-	if ready := condOf(st.Conditions, status.ConditionReady); ready == nil || ready.Reason != status.ReasonFetchFailed {
+	if ready := condOf(st.Conditions, status.ConditionReady); ready == nil || ready.Reason != status.ReasonGitOperationFailed {
 		t.Errorf("cluster Ready condition during the outage: %+v", ready)
 	}
 	if strings.Contains(st.LastError, gitUserPassword(cluster)) {
