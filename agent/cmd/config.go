@@ -16,7 +16,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
-	"github.com/flotilla-gitops/flotilla/agent/state"
+	"github.com/flotilla-gitops/flotilla/agent/truststate"
 
 	"github.com/flotilla-gitops/flotilla/agent/reconcile"
 	"github.com/flotilla-gitops/flotilla/pkg/apply"
@@ -137,7 +137,7 @@ func (o *options) bindFlags(f *pflag.FlagSet) {
 	f.DurationVar(&o.retryPeriod, "leader-election-retry-period", 2*time.Second, "how often candidates try to acquire or renew the lease")
 	f.StringVar(&o.identity, "identity", "", "this replica's identity in the Lease and in status (default: $POD_NAME, else hostname with a random suffix)")
 	f.StringVar(&o.sopsAgeSecret, "sops-age-secret", defaultSopsAgeSecret, "name of the Secret in --namespace whose key "+sopsAgeKey+" holds this cluster's age identity, used to decrypt SOPS-encrypted files; without it, units reading encrypted files fail with DecryptionFailed (\"\": never decrypt)")
-	f.StringVar(&o.stateName, "state-configmap", state.DefaultName, "name of the ConfigMap in --namespace holding the agent's trust state, shared by its replicas: the last accepted revision and strict verification's anchor")
+	f.StringVar(&o.stateName, "state-configmap", truststate.DefaultName, "name of the ConfigMap in --namespace holding the agent's trust state, shared by its replicas: the last accepted revision and strict verification's anchor")
 	f.StringVar(&o.requestName, "reconcile-request-configmap", defaultRequestConfigMap, "name of the ConfigMap in --namespace the agent watches for reconcile requests: each new value of its annotation "+AnnotationReconcileRequestedAt+" starts a cycle at once (\"\": do not watch)")
 
 	f.StringVar(&o.metricsAddr, "metrics-addr", ":8080", "address of the Prometheus /metrics endpoint (\"0\" disables it)")

@@ -30,7 +30,7 @@ import (
 	"github.com/flotilla-gitops/flotilla/agent/metrics"
 	"github.com/flotilla-gitops/flotilla/agent/procmem"
 	"github.com/flotilla-gitops/flotilla/agent/reconcile"
-	"github.com/flotilla-gitops/flotilla/agent/state"
+	"github.com/flotilla-gitops/flotilla/agent/truststate"
 	"github.com/flotilla-gitops/flotilla/pkg/apply"
 	"github.com/flotilla-gitops/flotilla/pkg/gitrepo"
 	"github.com/flotilla-gitops/flotilla/pkg/redact"
@@ -168,7 +168,7 @@ func run(ctx context.Context, o *options, stderr io.Writer) (err error) {
 	}
 	// Trust state (last accepted revision, strict verification's anchor)
 	// lives in the cluster: the cache is an emptyDir, lost with the pod.
-	store := &state.Store{Client: kube.Client, Namespace: o.namespace, Name: o.stateName, Branch: o.branch}
+	store := &truststate.Store{Client: kube.Client, Namespace: o.namespace, Name: o.stateName, Branch: o.branch}
 	verifier, err := newVerifier(o, src, store, m)
 	if err != nil {
 		return err

@@ -11,7 +11,7 @@ import (
 
 	"github.com/flotilla-gitops/flotilla/agent/metrics"
 	"github.com/flotilla-gitops/flotilla/agent/reconcile"
-	"github.com/flotilla-gitops/flotilla/agent/state"
+	"github.com/flotilla-gitops/flotilla/agent/truststate"
 	"github.com/flotilla-gitops/flotilla/pkg/gitrepo"
 	"github.com/flotilla-gitops/flotilla/pkg/verify"
 )
@@ -58,7 +58,7 @@ func (o *options) verifyProblems() []string {
 	if err != nil {
 		return []string{"--verify-mode: " + err.Error()}
 	}
-	if o.verifyOpts.trustRoot != "" && !state.ValidHash(o.verifyOpts.trustRoot) {
+	if o.verifyOpts.trustRoot != "" && !truststate.ValidHash(o.verifyOpts.trustRoot) {
 		return []string{fmt.Sprintf("--verify-trust-root %q: want a full, lower-case commit hash", o.verifyOpts.trustRoot)}
 	}
 	if mode == verify.ModeNone {
@@ -76,7 +76,7 @@ func (o *options) verifyProblems() []string {
 // newVerifier builds the loop's commit verifier; nil in mode none (the
 // loop still refuses revisions of another branch). Strict mode's anchor
 // is kept in the cluster (store), so it survives restarts and failover.
-func newVerifier(o *options, src *gitrepo.Source, store *state.Store, m *metrics.Metrics) (reconcile.Verifier, error) {
+func newVerifier(o *options, src *gitrepo.Source, store *truststate.Store, m *metrics.Metrics) (reconcile.Verifier, error) {
 	mode, err := verify.ParseMode(o.verifyOpts.mode)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)

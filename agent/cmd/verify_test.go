@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/flotilla-gitops/flotilla/agent/metrics"
-	"github.com/flotilla-gitops/flotilla/agent/state"
+	"github.com/flotilla-gitops/flotilla/agent/truststate"
 	"github.com/flotilla-gitops/flotilla/pkg/gitrepo"
 	"github.com/flotilla-gitops/flotilla/pkg/verify"
 )
@@ -85,7 +85,7 @@ func TestVerifyTrustRootFlag(t *testing.T) {
 func TestNewVerifierRegistersTheFailureMetric(t *testing.T) {
 	o := &options{verifyOpts: verifyOptions{mode: "head", keysDir: t.TempDir()}, cacheDir: t.TempDir()}
 	m := metrics.New()
-	v, err := newVerifier(o, &gitrepo.Source{URL: "https://git.example.com/fleet.git", CacheDir: t.TempDir()}, &state.Store{}, m)
+	v, err := newVerifier(o, &gitrepo.Source{URL: "https://git.example.com/fleet.git", CacheDir: t.TempDir()}, &truststate.Store{}, m)
 	if err != nil || v == nil {
 		t.Fatalf("newVerifier: %v, %v", v, err)
 	}

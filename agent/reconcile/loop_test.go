@@ -20,7 +20,7 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/flotilla-gitops/flotilla/agent/reconcile"
-	"github.com/flotilla-gitops/flotilla/agent/state"
+	"github.com/flotilla-gitops/flotilla/agent/truststate"
 	"github.com/flotilla-gitops/flotilla/pkg/apply"
 	"github.com/flotilla-gitops/flotilla/pkg/gitrepo"
 	"github.com/flotilla-gitops/flotilla/pkg/render"
@@ -377,7 +377,7 @@ func TestLoopLastAcceptedRevisionSurvivesRestart(t *testing.T) {
 	})
 	ns := "restart-apps"
 	e := newEnv(t, "restart", []unit{configMapUnit("cfg", ns, "good")}, verifier)
-	store := &state.Store{Client: e.k, Namespace: "flotilla-" + e.name}
+	store := &truststate.Store{Client: e.k, Namespace: "flotilla-" + e.name}
 	e.loop = e.newLoop(verifier, store)
 	st, err := e.cycle()
 	if err != nil {
@@ -420,20 +420,20 @@ func TestLoopLastAcceptedRevisionSurvivesRestart(t *testing.T) {
 
 	// A corrupt record is not trusted: nothing is reconciled.
 	cm := &corev1.ConfigMap{}
-	if err := e.k.Get(context.Background(), client.ObjectKey{Namespace: "flotilla-" + e.name, Name: state.DefaultName}, cm); err != nil {
+	if err := e.k.Get(context.Background(), client.ObjectKey{Namespace: "flotilla-" + e.name, Name: truststate.DefaultName}, cm); err != nil {
 		t.Fatal(err)
 	}
-	cm.Data[state.KeyLastAccepted] = "main@sha1:not-a-commit"
+	cm.Data[truststate.KeyLastAccepted] = "main@sha1:not-a-commit"
 	if err := e.k.Update(context.Background(), cm); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := store.LoadAccepted(context.Background()); !errors.Is(err, state.ErrCorrupt) {
+	if _, err := store.LoadAccepted(context.Background()); !errors.Is(err, truststate.ErrCorrupt) {
 		t.Errorf("LoadAccepted of a corrupt record: %v, want ErrCorrupt", err)
 	}
 	e.loop = e.newLoop(verifier, store)
 	edit("edited-again")
 	st, err = e.cycle()
-	if !errors.Is(err, state.ErrCorrupt) || len(st.Units) != 0 || !strings.Contains(st.LastError, "corrupt") {
+	if !errors.Is(err, truststate.ErrCorrupt) || len(st.Units) != 0 || !strings.Contains(st.LastError, "corrupt") {
 		t.Errorf("with a corrupt record: %v, units %+v, last error %q", err, st.Units, st.LastError)
 	}
 	if v, _ := e.value("cfg"); v != "edited-again" {

@@ -12,7 +12,7 @@
 //     accepted commit) and the head (git rev-list anchor..head, merges
 //     and the commits of merged branches included) must be signed by a
 //     trusted key. The anchor is read from Config.Anchor (the agent's
-//     state ConfigMap, agent/state) on every verification, so it survives
+//     state ConfigMap, agent/truststate) on every verification, so it survives
 //     restarts, failover and an empty cache, and replicas share it. It
 //     fails closed: with no anchor recorded, only a trust root named by
 //     the operator (Config.TrustRoot, --verify-trust-root) starts the

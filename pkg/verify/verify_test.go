@@ -82,7 +82,7 @@ func (f *fixture) sync() gitrepo.Result {
 	return res
 }
 
-// memAnchor stands in for the cluster's state object (agent/state, tested
+// memAnchor stands in for the cluster's state object (agent/truststate, tested
 // against a real API server in test/e2e).
 type memAnchor struct {
 	hash string

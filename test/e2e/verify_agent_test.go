@@ -11,7 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/flotilla-gitops/flotilla/agent/state"
+	"github.com/flotilla-gitops/flotilla/agent/truststate"
 	"github.com/flotilla-gitops/flotilla/pkg/status"
 	"github.com/flotilla-gitops/flotilla/test/fleetrepo"
 	"github.com/flotilla-gitops/flotilla/test/gitserver"
@@ -94,7 +94,7 @@ func (r *verifyRig) restart(extra ...string) {
 func (r *verifyRig) stateObject() *corev1.ConfigMap {
 	r.t.Helper()
 	cm := &corev1.ConfigMap{}
-	if err := agentCluster(r.t).Client().Get(testCtx(r.t), client.ObjectKey{Namespace: r.agentNS, Name: state.DefaultName}, cm); err != nil {
+	if err := agentCluster(r.t).Client().Get(testCtx(r.t), client.ObjectKey{Namespace: r.agentNS, Name: truststate.DefaultName}, cm); err != nil {
 		r.t.Fatalf("state object: %v", err)
 	}
 	return cm
@@ -327,7 +327,7 @@ func TestVerifyStrictAnchorInCluster(t *testing.T) {
 	r.waitApplied(second, "signed-2")
 	waitFor(t, time.Minute, "the anchor and the accepted revision in the cluster", func() (bool, string) {
 		d := r.stateObject().Data
-		return d[state.KeyVerifyAnchor] == hashOf(second) && d[state.KeyLastAccepted] == second, fmt.Sprint(d)
+		return d[truststate.KeyVerifyAnchor] == hashOf(second) && d[truststate.KeyLastAccepted] == second, fmt.Sprint(d)
 	})
 
 	// While no agent runs, an unsigned commit slips in under a signed one.
@@ -344,7 +344,7 @@ func TestVerifyStrictAnchorInCluster(t *testing.T) {
 	// A corrupt anchor refuses, even though the trust root named now is
 	// the head itself.
 	obj := r.stateObject()
-	obj.Data[state.KeyVerifyAnchor] = "not-a-commit"
+	obj.Data[truststate.KeyVerifyAnchor] = "not-a-commit"
 	if err := k.Update(testCtx(t), obj); err != nil {
 		t.Fatal(err)
 	}
@@ -353,7 +353,7 @@ func TestVerifyStrictAnchorInCluster(t *testing.T) {
 	if !strings.Contains(st.LastError, "corrupt") {
 		t.Errorf("the refusal does not say the state is corrupt: %q", st.LastError)
 	}
-	if got := r.stateObject().Data[state.KeyVerifyAnchor]; got != "not-a-commit" {
+	if got := r.stateObject().Data[truststate.KeyVerifyAnchor]; got != "not-a-commit" {
 		t.Errorf("the corrupt anchor was overwritten with %q", got)
 	}
 }
