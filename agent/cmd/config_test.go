@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+
+	"github.com/flotilla-gitops/flotilla/pkg/render"
 )
 
 // parse runs the same steps as the command: flags, environment, --config,
@@ -185,5 +187,51 @@ func TestEnvName(t *testing.T) {
 		if got := envName(flag); got != env {
 			t.Errorf("envName(%q) = %q, want %q", flag, got, env)
 		}
+	}
+}
+
+func TestHelpHasExamples(t *testing.T) {
+	c := NewRootCommand()
+	if !strings.Contains(c.Example, "--leader-elect") || !strings.Contains(c.Long, "FLOTILLA_") {
+		t.Errorf("help lacks examples or the environment: %s", c.Example)
+	}
+	for _, name := range []string{"cluster-name", "repo-url", "branch", "interval", "timeout", "git-credentials-dir", "cache-dir",
+		"namespace", "kubeconfig", "context", "kube-api-qps", "kube-api-burst", "leader-elect", "metrics-addr", "health-addr",
+		"log-level", "log-format", "config"} {
+		if c.Flags().Lookup(name) == nil {
+			t.Errorf("no --%s flag", name)
+		}
+	}
+}
+
+func TestHelmWorkerMemory(t *testing.T) {
+	limited := func(n int64) func() (int64, bool) { return func() (int64, bool) { return n, true } }
+	unlimited := func() (int64, bool) { return 0, false }
+	perWorker := int64(2 * render.MaxWorkers())
+	tests := []struct {
+		flag  string
+		limit func() (int64, bool)
+		want  int64
+		err   bool
+	}{
+		{flag: "auto", limit: limited(256 << 20), want: (256 << 20) / perWorker},
+		{flag: "", limit: limited(1 << 30), want: (1 << 30) / perWorker},
+		{flag: "auto", limit: unlimited, want: render.DefaultMaxHelmMemory},
+		{flag: "96Mi", limit: limited(256 << 20), want: 96 << 20},
+		{flag: "1G", limit: unlimited, want: 1_000_000_000},
+		{flag: "lots", limit: unlimited, err: true},
+		{flag: "-1Mi", limit: unlimited, err: true},
+		{flag: "0", limit: unlimited, err: true},
+	}
+	for _, tc := range tests {
+		got, err := helmWorkerMemory(tc.flag, tc.limit)
+		if (err != nil) != tc.err || got != tc.want {
+			t.Errorf("helmWorkerMemory(%q) = %d, %v; want %d, error %v", tc.flag, got, err, tc.want, tc.err)
+		}
+	}
+	// The shipped DaemonSet's limit leaves the agent half of it whatever
+	// the number of workers: the worker bound trips before the OOM killer.
+	if got, _ := helmWorkerMemory("auto", limited(256<<20)); got*int64(render.MaxWorkers()) > 128<<20 {
+		t.Errorf("auto gives %d MiB per worker × %d workers, more than half of 256 MiB", got>>20, render.MaxWorkers())
 	}
 }
