@@ -222,7 +222,7 @@ func run(ctx context.Context, o *options, stderr io.Writer) (err error) {
 	defer servers.shutdown()
 
 	log.Info("flotilla-agent starting", "version", version.String("flotilla-agent"), "cluster", o.clusterName,
-		"repo", redact.URL(o.repoURL), "branch", o.branch, "interval", o.interval, "namespace", o.namespace,
+		"repo", redact.New().String(o.repoURL), "branch", o.branch, "interval", o.interval, "namespace", o.namespace,
 		"leaderElection", o.leaderElect, "credentials", auth.String(), "helmWorkerMemoryMiB", helmMemory>>20, "goMemoryLimitMiB", goMemoryLimit>>20)
 	if !o.leaderElect {
 		leading.Store(true)

@@ -10,7 +10,8 @@
 //     blocks, URL passwords, data/stringData/binaryData values in JSON, YAML
 //     and Go map form, credential-looking pairs, base64-looking blobs);
 //   - a Scrubber does Text and also removes the secret values a process was
-//     configured with (a Git password or token), then bounds the length.
+//     configured with (a Git password or token) and every URL's userinfo,
+//     then bounds the length: what an agent logs and reports.
 //
 // It errs on removing too much: a message a user cannot read in full is a
 // smaller harm than a token in a Git history.

@@ -1,6 +1,7 @@
 package redact
 
 import (
+	"regexp"
 	"strings"
 	"unicode/utf8"
 )
@@ -12,21 +13,27 @@ const Mask = "[REDACTED]"
 // is cut at a UTF-8 boundary and marked.
 const MaxLength = 2048
 
+// anyUserinfo is a URL's user name and password, whatever they are.
+var anyUserinfo = regexp.MustCompile(`([a-zA-Z][a-zA-Z0-9+.-]*://)[^/@\s]+@`)
+
 // minSecret: shorter configured secrets are not scrubbed (they would
 // mangle ordinary words and protect nothing).
 const minSecret = 4
 
-// Scrubber removes the secret values a process was configured with, and
-// everything Text removes, and bounds the length. The zero value does Text
-// and the bound only.
+// Scrubber removes what Text removes and bounds the length; one made by
+// New also removes the secret values a process was configured with and
+// the whole userinfo of every URL (a token is often passed as the user
+// name, and an agent's logs need no user name). The zero value, Text and
+// the bound only, is what status documents get.
 type Scrubber struct {
-	secrets []string
+	secrets  []string
+	userinfo bool
 }
 
 // New returns a Scrubber for these configured secret values; blank and
 // very short ones are ignored.
 func New(secrets ...string) Scrubber {
-	var s Scrubber
+	s := Scrubber{userinfo: true}
 	for _, v := range secrets {
 		v = strings.TrimSpace(v)
 		if len(v) >= minSecret {
@@ -48,6 +55,9 @@ func (s Scrubber) String(msg string) string {
 	}
 	for _, v := range s.secrets {
 		msg = strings.ReplaceAll(msg, v, Mask)
+	}
+	if s.userinfo {
+		msg = anyUserinfo.ReplaceAllString(msg, "${1}"+Mask+"@")
 	}
 	return Truncate(Text(msg), MaxLength)
 }

@@ -9,9 +9,10 @@ import (
 func TestScrubber(t *testing.T) {
 	s := New("hunter2-token", "", "abc", "  s3cr3t  ")
 	tests := []struct{ in, want string }{
-		{"fetch https://user:hunter2-token@git.example.com/f.git: 401", "fetch https://user:" + Mask + "@git.example.com/f.git: 401"},
-		{"ssh://git@example.com/f.git refused", "ssh://git@example.com/f.git refused"},
+		{"fetch https://user:hunter2-token@git.example.com/f.git: 401", "fetch https://" + Mask + "@git.example.com/f.git: 401"},
+		{"ssh://git@example.com/f.git refused", "ssh://" + Mask + "@example.com/f.git refused"},
 		{"token hunter2-token rejected", "token " + Mask + " rejected"},
+		{"password s3cr3t", "password " + Mask},
 		{"the s3cr3t is out", "the " + Mask + " is out"},
 		{"abc is too short to be scrubbed", "abc is too short to be scrubbed"},
 		{"plain message", "plain message"},
@@ -21,6 +22,9 @@ func TestScrubber(t *testing.T) {
 		if got := s.String(tc.in); got != tc.want {
 			t.Errorf("String(%q) = %q, want %q", tc.in, got, tc.want)
 		}
+	}
+	if got := (Scrubber{}).String("https://user:hunter2-token@git.example.com"); got != "https://user:"+Mask+"@git.example.com" {
+		t.Errorf("the zero Scrubber (status documents) = %q, want Text's user:password masking only", got)
 	}
 	if s.Error(nil) != "" {
 		t.Error("a nil error must scrub to empty")
