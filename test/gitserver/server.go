@@ -450,7 +450,7 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 	r.Header.Del("Authorization")
 	v2 := strings.Contains(r.Header.Get("Git-Protocol"), "version=2")
 	lsRefs := false
-	if op == "git-upload-pack" && strings.Contains(r.Header.Get("Git-Protocol"), "version=2") {
+	if op == "git-upload-pack" && v2 {
 		// Tell a v2 ls-refs from a fetch by its first pkt-line.
 		br := bufio.NewReader(r.Body)
 		head, _ := br.Peek(len("0014command=ls-refs"))

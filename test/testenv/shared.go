@@ -51,7 +51,7 @@ func (s *Shared) Get(t *testing.T) *Cluster {
 		defer cancel()
 		r.cluster, r.err = New(ctx, s.Name, "", s.Options)
 		if r.err == nil {
-			t.Logf("shared %s cluster ready in %s (%s)", s.Name, r.cluster.StartDuration().Round(time.Millisecond), timingsOf(r.cluster))
+			t.Logf("shared %s cluster ready in %s (%s)", s.Name, r.cluster.StartDuration().Round(time.Millisecond), r.cluster.timingSummary())
 		}
 	})
 	if r.err != nil {
@@ -97,15 +97,4 @@ func (s *Shared) Close(code int) {
 			fmt.Fprintf(os.Stderr, "stop %s cluster: %v\n", s.Name, err)
 		}
 	}
-}
-
-func timingsOf(c *Cluster) string {
-	s := ""
-	for i, tm := range c.Timings() {
-		if i > 0 {
-			s += ", "
-		}
-		s += fmt.Sprintf("%s %s", tm.Phase, tm.Duration.Round(time.Millisecond))
-	}
-	return s
 }
