@@ -76,12 +76,6 @@ func (l *Loop) logFollowing(ref string, awaitingSlice bool) {
 	l.log.Info("following ref", "ref", ref)
 }
 
-// loopProblem is a loop-level failure of a cycle.
-type loopProblem struct {
-	reason string
-	err    error
-}
-
 // cycleRun is the state of one cycle: what each phase found, read by the
 // phases after it, and shared by the unit workers.
 type cycleRun struct {
@@ -101,7 +95,7 @@ type cycleRun struct {
 	// held: units that left the slice but were not pruned (prunehold.go).
 	held *heldPrune
 	// problems are the cycle's loop-level failures, in order.
-	problems []loopProblem
+	problems []*status.Failure
 	// result is the cycle's status document, once reported.
 	result *status.ClusterStatus
 	// stopHeartbeats ends the progress heartbeats before the result is
@@ -116,14 +110,15 @@ type cycleRun struct {
 	treesOnce sync.Once
 	trees     *slice.TreeHasher
 
-	// claims answers which unit owns an object (owners.go).
-	claimsOnce sync.Once
-	claims     *sliceOwners
-	loop       *Loop
+	// owners answers which unit claims an object (owners.go), from what
+	// prepare read before any unit applies.
+	owners *sliceOwners
 }
 
-func (rc *cycleRun) problem(reason string, err error) {
-	rc.problems = append(rc.problems, loopProblem{reason, err})
+// problem records a loop-level failure; one that does not name its reason
+// is a Git operation's.
+func (rc *cycleRun) problem(err error) {
+	rc.problems = append(rc.problems, status.FailureOf(err, status.ReasonGitOperationFailed))
 }
 
 // cyclePhase is one step of a cycle, a function of the cycle's state.
@@ -149,11 +144,6 @@ func (l *Loop) phases() []cyclePhase {
 	}
 }
 
-func (rc *cycleRun) owners() *sliceOwners {
-	rc.claimsOnce.Do(func() { rc.claims = newSliceOwners(rc.loop, rc) })
-	return rc.claims
-}
-
 func (rc *cycleRun) hasher(dir string) *slice.TreeHasher {
 	rc.treesOnce.Do(func() { rc.trees = slice.NewTreeHasher(dir) })
 	return rc.trees
@@ -162,7 +152,7 @@ func (rc *cycleRun) hasher(dir string) *slice.TreeHasher {
 func (l *Loop) cycle(ctx context.Context, pre *syncOutcome) (*status.ClusterStatus, error) {
 	l.cycleMu.Lock()
 	defer l.cycleMu.Unlock()
-	rc := &cycleRun{start: time.Now(), loop: l, synced: pre}
+	rc := &cycleRun{start: time.Now(), synced: pre}
 	l.progress.start(rc.start)
 	defer l.progress.end()
 	rc.stopHeartbeats = l.startHeartbeats(ctx)
@@ -181,7 +171,7 @@ func (l *Loop) cycle(ctx context.Context, pre *syncOutcome) (*status.ClusterStat
 	if len(rc.problems) > 0 {
 		errs := make([]error, len(rc.problems))
 		for i, p := range rc.problems {
-			errs[i] = p.err
+			errs[i] = p
 		}
 		err = errors.Join(errs...)
 	}
@@ -202,7 +192,7 @@ func (l *Loop) fetch(ctx context.Context, rc *cycleRun) {
 		rc.candidate = &r
 		return
 	}
-	rc.problem(status.ReasonGitOperationFailed, fmt.Errorf("fetch: %w", rc.synced.err))
+	rc.problem(status.Retrying(status.ReasonGitOperationFailed, fmt.Errorf("fetch: %w", rc.synced.err)))
 	if r, ok := l.cfg.Source.LastGood(); ok {
 		rc.candidate = &r
 	}
@@ -212,17 +202,17 @@ func (l *Loop) fetch(ctx context.Context, rc *cycleRun) {
 // when it is verified and its slice reads (recorded in the cluster), else
 // the last accepted revision. It is the only place that sets l.accepted.
 func (l *Loop) chooseRevision(ctx context.Context, rc *cycleRun) {
-	refused, reason := "", status.ReasonGitOperationFailed
+	refused, why := "", &status.Failure{Reason: status.ReasonGitOperationFailed}
 	if c := rc.candidate; c != nil {
-		rev, v, why, err := l.accept(ctx, *c)
+		rev, v, err := l.accept(ctx, *c)
 		rc.verification = v
 		if err == nil {
 			l.accepted, rc.rev = rev, rev
 			l.record(ctx, rev)
 			return
 		}
-		rc.problem(why, err)
-		refused, reason = c.Hash, why
+		rc.problem(err)
+		refused, why = c.Hash, rc.problems[len(rc.problems)-1]
 	}
 	a, err := l.fallback(ctx, refused)
 	switch {
@@ -234,9 +224,10 @@ func (l *Loop) chooseRevision(ctx context.Context, rc *cycleRun) {
 			l.log.Warn("reconciling the last accepted revision", "revision", a.res.Revision)
 		}
 	case err != nil:
-		rc.problem(reason, err)
+		// Reported as the refusal it stands in for.
+		rc.problem(&status.Failure{Reason: why.Reason, Stalled: why.Stalled, Err: err})
 	case rc.candidate == nil:
-		rc.problem(status.ReasonGitOperationFailed, ErrNoRevision)
+		rc.problem(status.Retrying(status.ReasonGitOperationFailed, ErrNoRevision))
 	}
 }
 
@@ -254,13 +245,13 @@ func (l *Loop) report(ctx context.Context, rc *cycleRun) {
 }
 
 // accept verifies a checkout and reads its slice, reusing both for a
-// revision already accepted; the reason is a refusal's condition reason.
-func (l *Loop) accept(ctx context.Context, res gitrepo.Result) (*acceptedRev, *status.Verification, string, error) {
+// revision already accepted. A refusal is a *status.Failure.
+func (l *Loop) accept(ctx context.Context, res gitrepo.Result) (*acceptedRev, *status.Verification, error) {
 	if a := l.accepted; a != nil && !a.restored && a.res.Hash == res.Hash && a.res.Dir == res.Dir {
-		return a, l.verified[res.Hash].v, "", nil
+		return a, l.verified[res.Hash].v, nil
 	}
 	if !strings.HasPrefix(res.Revision, l.cfg.Branch+"@sha1:") {
-		return nil, nil, status.ReasonVerificationFailed, fmt.Errorf("verify %s: %w %q", res.Revision, ErrWrongBranch, l.cfg.Branch)
+		return nil, nil, status.Stalling(status.ReasonVerificationFailed, fmt.Errorf("verify %s: %w %q", res.Revision, ErrWrongBranch, l.cfg.Branch))
 	}
 	var v *status.Verification
 	if l.cfg.Verifier != nil {
@@ -269,7 +260,8 @@ func (l *Loop) accept(ctx context.Context, res gitrepo.Result) (*acceptedRev, *s
 			var err error
 			cached.v, err = l.cfg.Verifier.Verify(ctx, res)
 			if err != nil {
-				return nil, cached.v, status.ReasonVerificationFailed, fmt.Errorf("verify %s: %w", res.Revision, err)
+				// Any error of the verifier refuses the commit.
+				return nil, cached.v, status.Stalling(status.ReasonVerificationFailed, fmt.Errorf("verify %s: %w", res.Revision, err))
 			}
 			// Keep the newest verdicts only: one per accepted revision.
 			clear(l.verified)
@@ -279,9 +271,9 @@ func (l *Loop) accept(ctx context.Context, res gitrepo.Result) (*acceptedRev, *s
 	}
 	sl, err := slice.Read(res.Dir, l.cfg.Cluster)
 	if err != nil {
-		return nil, v, status.ReasonRenderFailed, fmt.Errorf("revision %s: %w", res.Revision, err)
+		return nil, v, status.Stalling(status.ReasonRenderFailed, fmt.Errorf("revision %s: %w", res.Revision, err))
 	}
-	return &acceptedRev{res: res, slice: sl}, v, "", nil
+	return &acceptedRev{res: res, slice: sl}, v, nil
 }
 
 // fallback is the revision to reconcile instead of a refused or unreadable
@@ -366,6 +358,7 @@ func (l *Loop) prepare(ctx context.Context, rc *cycleRun) {
 		obs = nil
 	}
 	rc.obs = obs
+	rc.owners = newSliceOwners(ctx, l, rc)
 }
 
 // pruneRemoved deletes the units that have an inventory but left the slice.
@@ -413,7 +406,7 @@ func (l *Loop) pruneRemoved(ctx context.Context, rc *cycleRun) {
 			if l.retainJob(ctx, name) {
 				return
 			}
-			res, err := l.cfg.Applier.DeleteUnit(ctx, name, rc.owners())
+			res, err := l.cfg.Applier.DeleteUnit(ctx, name, rc.owners)
 			mu.Lock()
 			defer mu.Unlock()
 			l.unitsMu.Lock()
@@ -426,7 +419,7 @@ func (l *Loop) pruneRemoved(ctx context.Context, rc *cycleRun) {
 					l.removed[name] = st
 				}
 				st.record(outcome{
-					reason: status.ReasonPruneFailed, err: err,
+					err:     status.Retrying(status.ReasonPruneFailed, err),
 					message: "unit left the slice; deleting it failed: " + l.redact.Error(err),
 				}, l.redact, "", "", time.Now())
 				l.log.Warn("delete unit that left the slice failed", "unit", name, "error", st.lastError)
@@ -447,7 +440,7 @@ func (l *Loop) pruneRemoved(ctx context.Context, rc *cycleRun) {
 }
 
 // finish publishes status and metrics and logs the cycle.
-func (l *Loop) finish(ctx context.Context, rc *cycleRun, st *status.ClusterStatus, problems []loopProblem) {
+func (l *Loop) finish(ctx context.Context, rc *cycleRun, st *status.ClusterStatus, problems []*status.Failure) {
 	d := time.Since(rc.start)
 	result := metrics.ResultSuccess
 	switch {

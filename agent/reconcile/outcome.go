@@ -17,12 +17,14 @@ import (
 // it, so that conditions, last error, cycle counts and the last good
 // revision cannot drift apart between branches.
 type outcome struct {
-	// reason is status.ReasonSucceeded for a Ready unit, otherwise the
-	// Ready=False condition's reason.
-	reason string
-	// err is what failed; its redacted text is the unit's last error and
-	// the condition message.
+	// err is what failed, if anything: the *status.Failure in it names the
+	// Ready=False reason and whether the unit is stalled (only a change in
+	// Git can fix it); its redacted text is the unit's last error and the
+	// condition message.
 	err error
+	// reason, when err is nil, is status.ReasonSucceeded for a Ready unit,
+	// otherwise why it is not Ready yet.
+	reason string
 	// notReady, when err is nil, is the last error and condition message
 	// of a unit that failed no request but is not Ready (its health),
 	// taken as is.
@@ -32,9 +34,9 @@ type outcome struct {
 	keepLastError bool
 	// message, when set, is the condition message in place of the error.
 	message string
-	// stalled: only a change in Git can fix it. progressing: a later cycle
-	// may succeed on its own (the Reconciling condition).
-	stalled, progressing bool
+	// progressing: a later cycle may succeed on its own (the Reconciling
+	// condition).
+	progressing bool
 	// count is the cycle counter the unit adds to.
 	count unitCount
 	// applied: the unit's objects are at the cycle's revision (also when
@@ -51,6 +53,21 @@ type outcome struct {
 	logAttrs []any
 }
 
+// failed is the outcome of a unit whose reconcile failed with err: the
+// reason and whether it stalls are the ones err carries (a
+// *status.Failure; ApplyFailed, retried, when it carries none), logged as
+// log with attrs and the reason.
+func failed(err error, log string, attrs ...any) outcome {
+	return outcome{
+		err: err, count: countFailed,
+		log: log, logAttrs: append([]any{"reason", failureOf(err).Reason}, attrs...),
+	}
+}
+
+// failureOf is how a unit's error is reported: the reason it carries, else
+// a retried ApplyFailed.
+func failureOf(err error) *status.Failure { return status.FailureOf(err, status.ReasonApplyFailed) }
+
 // unitCount says which of the cycle's counters an outcome adds to.
 type unitCount int
 
@@ -63,7 +80,7 @@ const (
 	countWaiting
 )
 
-func (o outcome) ready() bool { return o.reason == status.ReasonSucceeded }
+func (o outcome) ready() bool { return o.err == nil && o.reason == status.ReasonSucceeded }
 
 // finishUnit records a unit's outcome at rc's revision and reports whether
 // the unit is Ready.
@@ -124,12 +141,17 @@ func (st *unitState) record(o outcome, r redact.Scrubber, revision, hash string,
 	if o.message != "" {
 		msg = o.message
 	}
+	reason, stalled := o.reason, false
+	if o.err != nil {
+		f := failureOf(o.err)
+		reason, stalled = f.Reason, f.Stalled
+	}
 	apimeta.SetStatusCondition(conds, metav1.Condition{
-		Type: status.ConditionReady, Status: metav1.ConditionFalse, Reason: o.reason, Message: msg,
+		Type: status.ConditionReady, Status: metav1.ConditionFalse, Reason: reason, Message: msg,
 	})
-	if o.stalled {
+	if stalled {
 		apimeta.SetStatusCondition(conds, metav1.Condition{
-			Type: status.ConditionStalled, Status: metav1.ConditionTrue, Reason: o.reason, Message: msg,
+			Type: status.ConditionStalled, Status: metav1.ConditionTrue, Reason: reason, Message: msg,
 		})
 	} else {
 		apimeta.RemoveStatusCondition(conds, status.ConditionStalled)

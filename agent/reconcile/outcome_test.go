@@ -26,7 +26,7 @@ func TestRecordOutcome(t *testing.T) {
 	st := &unitState{}
 	now := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
 
-	st.record(outcome{reason: status.ReasonApplyFailed, err: errors.New("token hunter2-token rejected"), stalled: true}, r, "main@sha1:1", "sha256:h1", now)
+	st.record(outcome{err: status.Stalling(status.ReasonApplyFailed, errors.New("token hunter2-token rejected"))}, r, "main@sha1:1", "sha256:h1", now)
 	if st.ready || st.lastError != "token "+redact.Mask+" rejected" ||
 		cond(st, status.ConditionReady) != "False/"+status.ReasonApplyFailed+": token "+redact.Mask+" rejected" ||
 		cond(st, status.ConditionStalled) != "True/"+status.ReasonApplyFailed+": token "+redact.Mask+" rejected" ||
@@ -61,7 +61,7 @@ func TestRecordReadiness(t *testing.T) {
 	r := redact.Scrubber{}
 	t0 := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
 	ready := outcome{reason: status.ReasonSucceeded}
-	failed := outcome{reason: status.ReasonApplyFailed, err: errors.New("denied")}
+	failed := outcome{err: status.Retrying(status.ReasonApplyFailed, errors.New("denied"))}
 	unhealthy := outcome{reason: status.ReasonHealthCheckFailed, notReady: "not ready", progressing: true}
 	type step struct {
 		o      outcome

@@ -14,22 +14,32 @@ import (
 )
 
 // sliceOwners answers pkg/apply's ownership questions (apply.Owners) from
-// the slice of the cycle's revision. A unit claims an object when it is in
-// the slice and renders the object at this revision: for a unit whose
-// inventory is complete at the slice's hash, what the inventory lists;
-// otherwise what rendering the unit gives (once per cycle). A unit gone
-// from the slice claims nothing. So an object moved from unit A to unit B
-// in one commit is handed over without a delete in either order: applied
-// first, B takes it because A no longer renders it; applied first, A
-// releases it because B renders it.
+// data fixed before any unit applies: the slice of the cycle's revision,
+// the units' inventories as the cycle found them, and the units' renders at
+// the revision. A unit claims an object when it is in the slice and renders
+// the object at this revision: for a unit whose inventory was complete at
+// the slice's hash, what the inventory lists; otherwise what rendering the
+// unit gives (once per cycle, only when asked). A unit gone from the slice
+// claims nothing. So an object moved from unit A to unit B in one commit is
+// handed over without a delete in either order: applied first, B takes it
+// because A no longer renders it; applied first, A releases it because B
+// renders it. Answering reads nothing from the cluster, so a unit's apply
+// never calls back into the applier while it holds the unit's lock.
 type sliceOwners struct {
-	l     *Loop
-	rc    *cycleRun
-	units map[string]slice.Unit
-	order []string
+	rc          *cycleRun
+	units       map[string]slice.Unit
+	order       []string
+	inventories map[string]claimedInventory
 
 	mu   sync.Mutex
 	sets map[string]*claimSet
+}
+
+// claimedInventory is what a unit's inventory owned when the cycle began.
+type claimedInventory struct {
+	hash     string
+	ids      []object.ObjMetadata
+	complete bool
 }
 
 type claimSet struct {
@@ -43,14 +53,21 @@ type claimSet struct {
 
 var _ apply.Owners = (*sliceOwners)(nil)
 
-func newSliceOwners(l *Loop, rc *cycleRun) *sliceOwners {
-	o := &sliceOwners{l: l, rc: rc, units: map[string]slice.Unit{}, sets: map[string]*claimSet{}}
+// newSliceOwners reads the inventories of the slice's units (from the
+// applier's cache once Observe listed them).
+func newSliceOwners(ctx context.Context, l *Loop, rc *cycleRun) *sliceOwners {
+	o := &sliceOwners{rc: rc, units: map[string]slice.Unit{}, inventories: map[string]claimedInventory{}, sets: map[string]*claimSet{}}
 	if rc.rev == nil || rc.rev.slice == nil {
 		return o
 	}
 	for _, u := range rc.rev.slice.Units {
 		o.units[u.Name] = u
 		o.order = append(o.order, u.Name)
+		hash, ids, complete, err := l.cfg.Applier.ClaimedObjects(ctx, u.Name)
+		if err == nil {
+			// An unreadable inventory is left out: the unit's render answers.
+			o.inventories[u.Name] = claimedInventory{hash: hash, ids: ids, complete: complete}
+		}
 	}
 	return o
 }
@@ -112,9 +129,8 @@ func (o *sliceOwners) fill(ctx context.Context, u slice.Unit, s *claimSet) {
 		}
 		s.byName[id.GroupKind][id.Name] = true
 	}
-	hash, ids, complete, err := o.l.cfg.Applier.ClaimedObjects(ctx, u.Name)
-	if err == nil && complete && hash == u.Hash {
-		for _, id := range ids {
+	if inv, ok := o.inventories[u.Name]; ok && inv.complete && inv.hash == u.Hash {
+		for _, id := range inv.ids {
 			add(id)
 		}
 		return

@@ -2,14 +2,9 @@ package reconcile
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/flotilla-gitops/flotilla/pkg/apply"
-	"github.com/flotilla-gitops/flotilla/pkg/status"
 )
 
 func TestJitter(t *testing.T) {
@@ -27,38 +22,6 @@ func TestJitter(t *testing.T) {
 	}
 	if hi-lo < d/10 {
 		t.Errorf("jitter spread %s is too narrow", hi-lo)
-	}
-}
-
-func TestClassifyApply(t *testing.T) {
-	tests := []struct {
-		err     error
-		reason  string
-		stalled bool
-	}{
-		{fmt.Errorf("unit x: %w", apply.ErrInvalid), status.ReasonApplyFailed, true},
-		{fmt.Errorf("unit x: %w", apply.ErrEmpty), status.ReasonApplyFailed, true},
-		{&apply.ObjectError{Op: "apply", Class: apply.ErrApply, Kind: "ConfigMap", Name: "c"}, status.ReasonApplyFailed, false},
-		{fmt.Errorf("unit x: %w", apply.ErrInventory), status.ReasonApplyFailed, false},
-		{fmt.Errorf("unit x: %w", apply.ErrPrune), status.ReasonPruneFailed, false},
-		{fmt.Errorf("unit x: %w", apply.ErrHealthTimeout), status.ReasonHealthCheckFailed, false},
-		{fmt.Errorf("unit x: %w", apply.ErrHealthFailed), status.ReasonHealthCheckFailed, false},
-		// An apply failure wins over a prune failure in the same error.
-		{errors.Join(apply.ErrPrune, apply.ErrApply), status.ReasonApplyFailed, false},
-		{errors.New("something else"), status.ReasonApplyFailed, false},
-		// A hook runs once per revision: only a new one can fix it, even a
-		// hook that timed out or failed to apply.
-		{fmt.Errorf("unit x: %w: %w", apply.ErrHook, apply.ErrHealthTimeout), status.ReasonHookFailed, true},
-		{fmt.Errorf("unit x: %w: %w", apply.ErrHook, &apply.ObjectError{Op: "apply", Class: apply.ErrApply, Kind: "Job", Name: "j"}), status.ReasonHookFailed, true},
-	}
-	for _, tc := range tests {
-		reason, stalled := classifyApply(tc.err)
-		if reason != tc.reason || stalled != tc.stalled {
-			t.Errorf("classifyApply(%v) = %s, %v; want %s, %v", tc.err, reason, stalled, tc.reason, tc.stalled)
-		}
-	}
-	if !isHealthOnly(apply.ErrHealthTimeout) || isHealthOnly(apply.ErrApply) {
-		t.Error("isHealthOnly")
 	}
 }
 

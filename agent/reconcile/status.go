@@ -14,7 +14,7 @@ import (
 
 // buildStatus assembles the cycle's status document. The loop's state is
 // read after every unit worker has finished.
-func (l *Loop) buildStatus(rc *cycleRun, fetched string, verif *status.Verification, problems []loopProblem) *status.ClusterStatus {
+func (l *Loop) buildStatus(rc *cycleRun, fetched string, verif *status.Verification, problems []*status.Failure) *status.ClusterStatus {
 	st := &status.ClusterStatus{
 		APIVersion:      status.APIVersion,
 		Kind:            status.Kind,
@@ -31,7 +31,7 @@ func (l *Loop) buildStatus(rc *cycleRun, fetched string, verif *status.Verificat
 	}
 	var msgs []string
 	for _, p := range problems {
-		msgs = append(msgs, l.redact.Error(p.err))
+		msgs = append(msgs, l.redact.Error(p))
 	}
 	st.LastError = strings.Join(msgs, "; ")
 
@@ -105,7 +105,7 @@ func (us *unitState) status(name, hash string) status.UnitStatus {
 // and nothing failed at loop level; Stalled when a refused commit, an
 // unreadable slice or a unit that only a Git change can fix holds things
 // up; Reconciling while units wait for dependencies or health.
-func (l *Loop) setClusterConditions(st *status.ClusterStatus, rc *cycleRun, problems []loopProblem) {
+func (l *Loop) setClusterConditions(st *status.ClusterStatus, rc *cycleRun, problems []*status.Failure) {
 	conds := &l.clusterConditions
 	var notReady, stalled, progressing []status.UnitStatus
 	for _, u := range st.Units {
@@ -123,7 +123,7 @@ func (l *Loop) setClusterConditions(st *status.ClusterStatus, rc *cycleRun, prob
 	ready := metav1.Condition{Type: status.ConditionReady, Status: metav1.ConditionTrue, Reason: status.ReasonSucceeded}
 	switch {
 	case len(problems) > 0:
-		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, problems[0].reason, st.LastError
+		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, problems[0].Reason, st.LastError
 	case len(notReady) > 0:
 		c := apimeta.FindStatusCondition(notReady[0].Conditions, status.ConditionReady)
 		ready.Status, ready.Reason = metav1.ConditionFalse, status.ReasonProgressing
@@ -141,8 +141,8 @@ func (l *Loop) setClusterConditions(st *status.ClusterStatus, rc *cycleRun, prob
 
 	var stall *metav1.Condition
 	for _, p := range problems {
-		if p.reason == status.ReasonVerificationFailed || p.reason == status.ReasonRenderFailed {
-			stall = &metav1.Condition{Type: status.ConditionStalled, Status: metav1.ConditionTrue, Reason: p.reason, Message: st.LastError}
+		if p.Stalled {
+			stall = &metav1.Condition{Type: status.ConditionStalled, Status: metav1.ConditionTrue, Reason: p.Reason, Message: st.LastError}
 			break
 		}
 	}

@@ -2,7 +2,6 @@ package reconcile
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -125,7 +124,7 @@ func (l *Loop) runUnits(ctx context.Context, rc *cycleRun) {
 			case sem <- struct{}{}:
 			case <-ctx.Done():
 				l.finishUnit(rc, u, st, outcome{
-					reason: status.ReasonProgressing, err: ctx.Err(), message: "cycle cancelled before the unit was reconciled",
+					err: status.Retrying(status.ReasonProgressing, ctx.Err()), message: "cycle cancelled before the unit was reconciled",
 					progressing: true, count: countWaiting,
 				})
 				return
@@ -146,8 +145,11 @@ func (l *Loop) runUnits(ctx context.Context, rc *cycleRun) {
 func (l *Loop) reconcileUnit(ctx context.Context, rc *cycleRun, u slice.Unit, st *unitState, release func()) outcome {
 	rev := rc.rev.res
 	log := l.log.With("unit", u.Name)
-	if o, missing := l.volcanoMissing(ctx, u); missing {
-		return o
+	route := l.route(u)
+	if route.needsVolcano {
+		if err := l.cfg.Volcano.Installed(ctx); err != nil {
+			return failed(err, "volcano unit not applied")
+		}
 	}
 	chk, err := l.cfg.Applier.Check(ctx, u.Name, rc.obs)
 	if err != nil {
@@ -170,7 +172,7 @@ func (l *Loop) reconcileUnit(ctx context.Context, rc *cycleRun, u slice.Unit, st
 			case err == nil && ready:
 				return outcome{reason: status.ReasonSucceeded, applied: true, unverified: true}
 			case err != nil:
-				return outcome{reason: status.ReasonHealthCheckFailed, err: err, progressing: true, applied: true, unverified: true}
+				return outcome{err: status.Retrying(status.ReasonHealthCheckFailed, err), progressing: true, applied: true, unverified: true}
 			}
 			return outcome{reason: status.ReasonHealthCheckFailed, notReady: "not ready: " + summarize(notReady), progressing: true, applied: true, unverified: true,
 				log: "unit is no longer ready", logAttrs: []any{"objects", summarize(notReady)}}
@@ -181,7 +183,7 @@ func (l *Loop) reconcileUnit(ctx context.Context, rc *cycleRun, u slice.Unit, st
 		case ready:
 			return outcome{reason: status.ReasonSucceeded, applied: true, unverified: true}
 		case err != nil:
-			return outcome{reason: status.ReasonHealthCheckFailed, err: err, progressing: true, applied: true, unverified: true}
+			return outcome{err: status.Retrying(status.ReasonHealthCheckFailed, err), progressing: true, applied: true, unverified: true}
 		}
 		return outcome{reason: status.ReasonHealthCheckFailed, notReady: "not ready: " + summarize(notReady), progressing: true, applied: true, unverified: true}
 	}
@@ -189,37 +191,17 @@ func (l *Loop) reconcileUnit(ctx context.Context, rc *cycleRun, u slice.Unit, st
 		log.Info("drift detected", "objects", summarize(chk.Drifted))
 	}
 
-	// Render only what the slice's hash describes: sources pushed without
-	// re-rendering were never reviewed.
-	if err := slice.CheckHash(rc.hasher(rev.Dir), u); err != nil {
-		l.restoreDrift(ctx, rc, u, st, chk)
-		return outcome{
-			reason: status.ReasonSourceStale, err: err, stalled: true, count: countFailed,
-			log: "unit sources do not match the slice; the unit keeps its last applied state", logAttrs: []any{"revision", rev.Revision},
-		}
-	}
-	rc.rendered.Add(1)
-	out, err := render.Unit(ctx, rev.Dir, u, rc.renderOpts)
+	out, err := l.renderAt(ctx, rc, u)
 	if err != nil {
-		l.restoreDrift(ctx, rc, u, st, chk)
-		// A missing age key can be fixed in the cluster (its Secret is read
-		// at every render), so a decryption failure is not stalled.
-		reason, stalled := status.ReasonRenderFailed, true
-		if errors.Is(err, render.ErrDecrypt) {
-			reason, stalled = status.ReasonDecryptionFailed, false
-		}
-		return outcome{
-			reason: reason, err: err, stalled: stalled, count: countFailed,
-			log: "render failed; the unit keeps its last applied state", logAttrs: []any{"revision", rev.Revision},
-		}
+		return l.keepLastApplied(ctx, rc, u, st, chk, err)
 	}
 
-	if isVolcanoJob(u) && l.cfg.Volcano != nil {
+	if route.submitJob {
 		return l.submitJob(ctx, rc, u, st, out)
 	}
 	log.Debug("applying unit", "revision", rev.Revision, "objects", len(out.Objects))
 	req := l.request(u, rev.Revision, u.Hash, out, rc.obs)
-	req.Owners = rc.owners()
+	req.Owners = rc.owners
 	res, err := l.cfg.Applier.Apply(ctx, req)
 	if res != nil {
 		st.objects = res.ManagedObjects
@@ -227,13 +209,12 @@ func (l *Loop) reconcileUnit(ctx context.Context, rc *cycleRun, u slice.Unit, st
 	}
 	switch {
 	case err != nil:
-		reason, stalled := classifyApply(err)
-		return outcome{
-			reason: reason, err: err, stalled: stalled, progressing: reason == status.ReasonHealthCheckFailed,
-			// A failed post hook comes after a Ready apply.
-			count: countFailed, applied: isHealthOnly(err) || (errors.Is(err, apply.ErrHook) && res != nil && res.Ready),
-			log: "unit failed", logAttrs: []any{"reason", reason, "revision", rev.Revision},
-		}
+		o := failed(err, "unit failed", "revision", rev.Revision)
+		reason := failureOf(err).Reason
+		o.progressing = reason == status.ReasonHealthCheckFailed
+		// A failed post hook comes after a Ready apply.
+		o.applied = o.progressing || (reason == status.ReasonHookFailed && res != nil && res.Ready)
+		return o
 	case !res.Ready:
 		return outcome{reason: status.ReasonHealthCheckFailed, notReady: "not ready: " + summarize(res.NotReady), progressing: true, applied: true}
 	case res.Skipped:
@@ -253,12 +234,31 @@ func (l *Loop) reconcileUnit(ctx context.Context, rc *cycleRun, u slice.Unit, st
 	return outcome{reason: status.ReasonSucceeded, applied: true, log: "unit applied", logAttrs: attrs}
 }
 
-// restoreDrift re-applies a unit from where it last rendered when its new
-// revision fails to render and its objects drifted: the cluster keeps the
-// unit's last applied state, drift included.
-func (l *Loop) restoreDrift(ctx context.Context, rc *cycleRun, u slice.Unit, st *unitState, chk *apply.UnitCheck) {
+// renderAt renders a unit at rc's revision, and only what the slice's hash
+// describes: sources pushed without re-rendering were never reviewed.
+func (l *Loop) renderAt(ctx context.Context, rc *cycleRun, u slice.Unit) (*render.Result, error) {
+	if err := slice.CheckHash(rc.hasher(rc.rev.res.Dir), u); err != nil {
+		return nil, status.Stalling(status.ReasonSourceStale, err)
+	}
+	rc.rendered.Add(1)
+	return render.Unit(ctx, rc.rev.res.Dir, u, rc.renderOpts)
+}
+
+// keepLastApplied is the outcome of a unit whose revision does not render
+// (err): the cluster keeps the unit's last applied state, and drift from it
+// is corrected from the checkout the unit last rendered from.
+func (l *Loop) keepLastApplied(ctx context.Context, rc *cycleRun, u slice.Unit, st *unitState, chk *apply.UnitCheck, err error) outcome {
+	if chk != nil && chk.Exists && len(chk.Drifted) > 0 {
+		l.restoreDrift(ctx, rc, u, st, chk.Hash)
+	}
+	return failed(err, "unit not rendered; it keeps its last applied state", "revision", rc.rev.res.Revision)
+}
+
+// restoreDrift re-applies a unit from its last good checkout when that
+// rendered the content (hash) the cluster has.
+func (l *Loop) restoreDrift(ctx context.Context, rc *cycleRun, u slice.Unit, st *unitState, hash string) {
 	g := st.good
-	if chk == nil || !chk.Exists || len(chk.Drifted) == 0 || g == nil || g.unit.Hash != chk.Hash || !dirExists(g.dir) {
+	if g == nil || g.unit.Hash != hash || !dirExists(g.dir) {
 		return
 	}
 	// The good checkout may be one the unit was only found up to date at.
@@ -293,7 +293,7 @@ func (l *Loop) request(u slice.Unit, revision, hash string, out *render.Result, 
 		Timeout:    u.Timeout.Duration,
 		// Volcano jobs are created, never re-applied (their specs are
 		// immutable; a completed job is not re-run).
-		CreateOnly: u.Kind == slice.UnitVolcano && strings.HasPrefix(u.Name, slice.VolcanoJobPrefix),
+		CreateOnly: isVolcanoJob(u),
 		Observed:   obs,
 		Hooks:      hooks(out.Hooks),
 		Waiting:    l.waiting(u.Name, revision),
@@ -365,34 +365,6 @@ func (l *Loop) waitReady(ctx context.Context, u slice.Unit, revision string) (bo
 		case <-t.C:
 		}
 	}
-}
-
-// classifyApply maps an Apply error to a status reason, and says whether
-// only a change in Git can fix it (stalled).
-func classifyApply(err error) (reason string, stalled bool) {
-	switch {
-	case errors.Is(err, apply.ErrConflict):
-		// Resolved by Git (or the other unit letting go): retried every cycle.
-		return status.ReasonConflict, false
-	case errors.Is(err, apply.ErrHook):
-		// Hooks run once per revision of the unit.
-		return status.ReasonHookFailed, true
-	case errors.Is(err, apply.ErrInvalid), errors.Is(err, apply.ErrEmpty):
-		return status.ReasonApplyFailed, true
-	case errors.Is(err, apply.ErrApply), errors.Is(err, apply.ErrInventory):
-		return status.ReasonApplyFailed, false
-	case errors.Is(err, apply.ErrPrune):
-		return status.ReasonPruneFailed, false
-	case errors.Is(err, apply.ErrHealthTimeout), errors.Is(err, apply.ErrHealthFailed):
-		return status.ReasonHealthCheckFailed, false
-	}
-	return status.ReasonApplyFailed, false
-}
-
-// isHealthOnly: the objects were applied, only the health check failed.
-func isHealthOnly(err error) bool {
-	reason, _ := classifyApply(err)
-	return reason == status.ReasonHealthCheckFailed
 }
 
 // summarize shortens a list of object names for messages.

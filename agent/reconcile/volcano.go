@@ -2,7 +2,6 @@ package reconcile
 
 import (
 	"context"
-	"errors"
 	"strings"
 
 	"github.com/flotilla-gitops/flotilla/pkg/render"
@@ -29,25 +28,20 @@ func isVolcanoJob(u slice.Unit) bool {
 	return u.Kind == slice.UnitVolcano && strings.HasPrefix(u.Name, slice.VolcanoJobPrefix)
 }
 
-// volcanoMissing returns a failed outcome for a volcano unit when the
-// cluster does not serve Volcano's APIs, so that nothing of it is applied;
-// false when the unit may go on.
-func (l *Loop) volcanoMissing(ctx context.Context, u slice.Unit) (outcome, bool) {
-	if u.Kind != slice.UnitVolcano || l.cfg.Volcano == nil {
-		return outcome{}, false
+// route is how a unit reaches the cluster, decided in one place for the
+// unit's reconcile and the cycle's report: a volcano unit needs Volcano's
+// APIs served first (nothing of it is applied otherwise), and a job unit is
+// submitted to Volcano instead of applied. Without a Volcano manager,
+// volcano units are applied like manifests.
+type route struct {
+	needsVolcano, submitJob bool
+}
+
+func (l *Loop) route(u slice.Unit) route {
+	if l.cfg.Volcano == nil || u.Kind != slice.UnitVolcano {
+		return route{}
 	}
-	err := l.cfg.Volcano.Installed(ctx)
-	if err == nil {
-		return outcome{}, false
-	}
-	reason := volcano.ReasonNotInstalled
-	if !errors.Is(err, volcano.ErrNotInstalled) {
-		reason = status.ReasonApplyFailed
-	}
-	return outcome{
-		reason: reason, err: err, count: countFailed,
-		log: "volcano unit not applied", logAttrs: []any{"reason", reason},
-	}, true
+	return route{needsVolcano: true, submitJob: isVolcanoJob(u)}
 }
 
 // submitJob hands a rendered job unit to Volcano instead of Applier.Apply.
@@ -63,19 +57,7 @@ func (l *Loop) submitJob(ctx context.Context, rc *cycleRun, u slice.Unit, st *un
 	}
 	switch {
 	case err != nil:
-		reason, stalled := classifyApply(err)
-		switch {
-		case errors.Is(err, volcano.ErrNotInstalled):
-			reason, stalled = volcano.ReasonNotInstalled, false
-		case errors.Is(err, volcano.ErrNotOwned):
-			reason, stalled = volcano.ReasonNotOwned, true
-		case errors.Is(err, volcano.ErrInvalidUnit):
-			reason, stalled = status.ReasonApplyFailed, true
-		}
-		return outcome{
-			reason: reason, err: err, stalled: stalled, count: countFailed,
-			log: "job unit failed", logAttrs: []any{"reason", reason},
-		}
+		return failed(err, "job unit failed")
 	case !res.Ready:
 		// An unschedulable job needs a change (in Git or in capacity); the
 		// others are on their way.
@@ -127,7 +109,7 @@ func (l *Loop) addVolcanoStatus(ctx context.Context, rc *cycleRun, st *status.Cl
 	var jobUnits []string
 	if rc.rev != nil {
 		for _, u := range rc.rev.slice.Units {
-			if isVolcanoJob(u) {
+			if l.route(u).submitJob {
 				jobUnits = append(jobUnits, u.Name)
 			}
 		}

@@ -262,8 +262,14 @@ type work struct {
 	conflict bool
 }
 
-// Apply applies one unit: see the package documentation.
+// Apply applies one unit: see the package documentation. Its error is a
+// *status.Failure that names the condition reason.
 func (a *Applier) Apply(ctx context.Context, u UnitRequest) (*UnitResult, error) {
+	res, err := a.applyUnit(ctx, u)
+	return res, failureOf(err)
+}
+
+func (a *Applier) applyUnit(ctx context.Context, u UnitRequest) (*UnitResult, error) {
 	res := &UnitResult{Unit: u.Name}
 	if err := validateUnitName(u.Name); err != nil {
 		return res, err
@@ -314,7 +320,7 @@ func (a *Applier) Apply(ctx context.Context, u UnitRequest) (*UnitResult, error)
 	}
 
 	if len(toApply) == 0 && len(stale) == 0 && len(held) == 0 && len(conflicts) == 0 && len(res.HandedOver) == 0 &&
-		prev.resourceVersion != "" && prev.Hash == u.Hash && prev.Prune == u.Prune {
+		prev.appliedAt(u.Hash, u.Prune) {
 		res.Skipped = true
 		res.ManagedObjects = len(prev.IDs(Applied))
 		if err := a.finishHealth(ctx, u, ds, res); err != nil {

@@ -27,13 +27,15 @@ type UnitCheck struct {
 	// HooksPending: the unit's post hooks at Hash have not run yet, or a
 	// hook failed at Hash (an Apply reports it again).
 	HooksPending bool
+
+	inv *Inventory
 }
 
 // UpToDate reports whether an Apply of a unit with this hash and prune flag
 // would make no write: same hash and prune flag, a complete inventory and
 // no drift. The caller may then skip rendering the unit.
 func (c *UnitCheck) UpToDate(hash string, prune bool) bool {
-	return c.Exists && hash != "" && c.Hash == hash && c.Prune == prune && c.Complete && len(c.Drifted) == 0 && !c.HooksPending
+	return c.inv.appliedAt(hash, prune) && c.Complete && len(c.Drifted) == 0 && !c.HooksPending
 }
 
 // Check compares a unit's inventory with the live objects' metadata, using
@@ -51,7 +53,7 @@ func (a *Applier) Check(ctx context.Context, unit string, obs *Observation) (*Un
 	if err != nil {
 		return nil, err
 	}
-	c := &UnitCheck{Unit: unit, Complete: true}
+	c := &UnitCheck{Unit: unit, Complete: true, inv: inv}
 	if inv.resourceVersion == "" {
 		c.Complete = false
 		return c, nil

@@ -153,6 +153,10 @@
 //
 // Errors are classified with errors.Is (ErrInvalid, ErrEmpty, ErrApply, ErrConflict,
 // ErrImmutable, ErrPrune, ErrHealthTimeout, ErrHealthFailed, ErrInventory,
-// ErrNoInventory, ErrHook) and errors.As (*ObjectError names the object). Errors about
-// Secrets never contain their data: API server messages are masked.
+// ErrNoInventory, ErrHook) and errors.As (*ObjectError names the object). Apply's
+// error is also a *status.Failure that names the condition reason it is reported
+// with and whether it stalls, chosen here, where the precedence between joined
+// object errors is known (a conflict before a hook, before an invalid unit,
+// before a failed apply, prune or health check). Errors about Secrets never
+// contain their data: API server messages are masked.
 package apply

@@ -11,6 +11,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/flotilla-gitops/flotilla/pkg/status"
 )
 
 // Error classes, matched with errors.Is.
@@ -41,6 +43,32 @@ var (
 	// message names the hook and its Job's (or Pod's) reason.
 	ErrHook = errors.New("helm hook")
 )
+
+// failureOf gives an Apply error its condition reason and whether it
+// stalls. The order is the precedence when several object errors are
+// joined: a conflict is retried every cycle (Git, or the other unit
+// letting go, resolves it); hooks run once per revision of the unit; an
+// invalid or empty unit waits for Git; failed requests and health are
+// retried.
+func failureOf(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, ErrConflict):
+		return status.Retrying(status.ReasonConflict, err)
+	case errors.Is(err, ErrHook):
+		return status.Stalling(status.ReasonHookFailed, err)
+	case errors.Is(err, ErrInvalid), errors.Is(err, ErrEmpty):
+		return status.Stalling(status.ReasonApplyFailed, err)
+	case errors.Is(err, ErrApply), errors.Is(err, ErrInventory):
+		return status.Retrying(status.ReasonApplyFailed, err)
+	case errors.Is(err, ErrPrune):
+		return status.Retrying(status.ReasonPruneFailed, err)
+	case errors.Is(err, ErrHealthTimeout), errors.Is(err, ErrHealthFailed):
+		return status.Retrying(status.ReasonHealthCheckFailed, err)
+	}
+	return status.Retrying(status.ReasonApplyFailed, err)
+}
 
 // ObjectError is a failure concerning one object. Its message never
 // contains Secret data.

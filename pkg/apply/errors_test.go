@@ -12,6 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/flotilla-gitops/flotilla/pkg/status"
 )
 
 func secretObj(data, stringData map[string]any) *unstructured.Unstructured {
@@ -144,5 +146,45 @@ func TestStatusReasonSurvivesMasking(t *testing.T) {
 	err := objectError("apply", ErrApply, secretObj(nil, map[string]any{"a": "secret-value-1234"}), cause)
 	if !apierrors.IsInvalid(err) || strings.Contains(err.Error(), "secret-value-1234") {
 		t.Fatalf("got %v", err)
+	}
+}
+
+func TestFailureReasons(t *testing.T) {
+	conflict := &ObjectError{Op: "apply", Class: ErrConflict, Kind: "ConfigMap", Name: "c"}
+	tests := []struct {
+		err     error
+		reason  string
+		stalled bool
+	}{
+		{fmt.Errorf("unit x: %w", ErrInvalid), status.ReasonApplyFailed, true},
+		{fmt.Errorf("unit x: %w", ErrEmpty), status.ReasonApplyFailed, true},
+		{&ObjectError{Op: "apply", Class: ErrApply, Kind: "ConfigMap", Name: "c"}, status.ReasonApplyFailed, false},
+		{fmt.Errorf("unit x: %w", ErrInventory), status.ReasonApplyFailed, false},
+		{fmt.Errorf("unit x: %w", ErrPrune), status.ReasonPruneFailed, false},
+		{fmt.Errorf("unit x: %w", ErrHealthTimeout), status.ReasonHealthCheckFailed, false},
+		{fmt.Errorf("unit x: %w", ErrHealthFailed), status.ReasonHealthCheckFailed, false},
+		// An apply failure wins over a prune failure in the same error.
+		{errors.Join(ErrPrune, ErrApply), status.ReasonApplyFailed, false},
+		// A conflict joined with other object errors is still retried as one.
+		{errors.Join(&ObjectError{Op: "apply", Class: ErrApply, Kind: "Secret", Name: "s"}, conflict), status.ReasonConflict, false},
+		{errors.New("something else"), status.ReasonApplyFailed, false},
+		// A hook runs once per revision: only a new one can fix it, even a
+		// hook that timed out or failed to apply.
+		{fmt.Errorf("unit x: %w: %w", ErrHook, ErrHealthTimeout), status.ReasonHookFailed, true},
+		{fmt.Errorf("unit x: %w: %w", ErrHook, &ObjectError{Op: "apply", Class: ErrApply, Kind: "Job", Name: "j"}), status.ReasonHookFailed, true},
+	}
+	for _, tc := range tests {
+		err := failureOf(tc.err)
+		f, ok := errors.AsType[*status.Failure](err)
+		if !ok || f.Reason != tc.reason || f.Stalled != tc.stalled {
+			t.Errorf("failureOf(%v) = %#v; want %s, stalled %v", tc.err, f, tc.reason, tc.stalled)
+			continue
+		}
+		if !errors.Is(err, tc.err) || err.Error() != tc.err.Error() {
+			t.Errorf("failureOf(%v) lost the error: %v", tc.err, err)
+		}
+	}
+	if failureOf(nil) != nil {
+		t.Error("failureOf(nil) is not nil")
 	}
 }

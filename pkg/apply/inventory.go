@@ -83,6 +83,14 @@ type Inventory struct {
 	writeSeq        uint64 // Applier write sequence of the last store
 }
 
+// appliedAt reports whether the inventory records an apply of content hash
+// with this prune flag: the one test of "unchanged" that Check's UpToDate
+// and Apply's skip share, each adding what it observed (entries, drift and
+// hooks; objects to write).
+func (inv *Inventory) appliedAt(hash string, prune bool) bool {
+	return inv != nil && inv.resourceVersion != "" && hash != "" && inv.Hash == hash && inv.Prune == prune
+}
+
 // IDs returns the ids of the entries in the given states (all when none).
 func (inv *Inventory) IDs(states ...EntryState) object.ObjMetadataSet {
 	var ids object.ObjMetadataSet

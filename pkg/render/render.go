@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/flotilla-gitops/flotilla/pkg/slice"
+	"github.com/flotilla-gitops/flotilla/pkg/status"
 )
 
 // Result is a rendered unit.
@@ -86,9 +87,19 @@ func Unit(ctx context.Context, repoRoot string, u slice.Unit, opts Options) (*Re
 			// Whatever failed, it failed because time ran out.
 			err = timeoutError(cerr)
 		}
-		return nil, unitError(u.Name, err)
+		return nil, failureOf(unitError(u.Name, err))
 	}
 	return res, nil
+}
+
+// failureOf gives a render error its condition reason: a missing age key
+// can be fixed in the cluster (its Secret is read at every render), so a
+// decryption failure is retried; anything else waits for Git.
+func failureOf(err error) error {
+	if errors.Is(err, ErrDecrypt) {
+		return status.Retrying(status.ReasonDecryptionFailed, err)
+	}
+	return status.Stalling(status.ReasonRenderFailed, err)
 }
 
 func renderUnit(ctx context.Context, repoRoot string, u slice.Unit, opts Options, lim Limits) (*Result, error) {

@@ -1,4 +1,4 @@
-package status
+package status_test
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/flotilla-gitops/flotilla/pkg/apply"
+	"github.com/flotilla-gitops/flotilla/pkg/status"
 	"github.com/flotilla-gitops/flotilla/test/testenv"
 )
 
@@ -50,7 +51,7 @@ func TestSecretDataNeverReachesGit(t *testing.T) {
 		// Invalid base64 in data, with the marker in it.
 		"base64": "apiVersion: v1\nkind: Secret\nmetadata: {name: b64, namespace: app}\ndata:\n  token: \"" + marker + "!!\"\n",
 	}
-	doc := readyDoc("member1", rev1, "nested", "list", "base64")
+	doc := status.ReadyDoc("member1", status.Rev1, "nested", "list", "base64")
 	var raw []string
 	for unit, m := range manifests {
 		var obj map[string]any
@@ -71,7 +72,7 @@ func TestSecretDataNeverReachesGit(t *testing.T) {
 		if !errors.Is(err, apply.ErrApply) {
 			t.Fatalf("%s: Apply: %v, want ErrApply", unit, err)
 		}
-		failUnit(doc, unit, ReasonApplyFailed, err.Error())
+		status.FailUnit(doc, unit, status.ReasonApplyFailed, err.Error())
 		t.Logf("%s\n  raw:     %v\n  applier: %v", unit, rawErr, err)
 	}
 	if !strings.Contains(strings.Join(raw, "\n"), marker) {
@@ -80,15 +81,15 @@ func TestSecretDataNeverReachesGit(t *testing.T) {
 	doc.LastError = strings.Join(raw, "; ")
 	doc.Conditions[0].Message = doc.LastError
 
-	srv, url := startForge(t, nil, "member1")
-	w, err := NewWriter(WriterOptions{Cluster: "member1", URL: url, Auth: agentAuth(srv, "member1")})
+	srv, url := status.StartForge(t, nil, "member1")
+	w, err := status.NewWriter(status.WriterOptions{Cluster: "member1", URL: url, Auth: status.AgentAuth(srv, "member1")})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := w.Publish(ctx, doc); err != nil {
 		t.Fatal(err)
 	}
-	committed := gitOut(t, srv.RepoPath("fleet"), "show", RefFor("member1")+":"+FileName)
+	committed := status.GitOut(t, srv.RepoPath("fleet"), "show", status.RefFor("member1")+":"+status.FileName)
 	for _, leak := range []string{marker, b64, marker[:16], strings.TrimRight(b64, "=")[:16]} {
 		if strings.Contains(committed, leak) {
 			t.Errorf("%q reached Git:\n%s", leak, committed)

@@ -175,7 +175,7 @@ func (v *Verifier) Verify(ctx context.Context, head gitrepo.Result) (*status.Ver
 			v.cfg.OnRefused(re.Reason)
 		}
 		out.Message = err.Error()
-		return out, err
+		return out, status.Stalling(status.ReasonVerificationFailed, err)
 	}
 	out.Verified = true
 	out.Signer = ver.signer

@@ -26,6 +26,7 @@ import (
 
 	"github.com/flotilla-gitops/flotilla/pkg/apply"
 	"github.com/flotilla-gitops/flotilla/pkg/placement"
+	"github.com/flotilla-gitops/flotilla/pkg/status"
 )
 
 // Applier is what the Manager needs of pkg/apply; *apply.Applier
@@ -132,7 +133,13 @@ func (m *Manager) reqCtx(ctx context.Context) (context.Context, context.CancelFu
 // Installed returns nil when the cluster serves Volcano's jobs, queues and
 // PodGroups, ErrNotInstalled when it does not (answers are reused for a
 // few seconds), or the discovery error.
+// The error is a *status.Failure (reason ReasonNotInstalled for
+// ErrNotInstalled).
 func (m *Manager) Installed(ctx context.Context) error {
+	return failureOf(m.installedNow(ctx))
+}
+
+func (m *Manager) installedNow(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -227,7 +234,7 @@ type JobResult struct {
 // see the package documentation. The error is ErrNotInstalled,
 // ErrInvalidUnit, ErrNotOwned (with a result), or an API or apply error.
 func (m *Manager) SubmitJob(ctx context.Context, req JobRequest) (*JobResult, error) {
-	if err := m.Installed(ctx); err != nil {
+	if err := m.installedNow(ctx); err != nil {
 		return nil, err
 	}
 	job, err := jobObject(req.Objects)
@@ -247,7 +254,24 @@ func (m *Manager) SubmitJob(ctx context.Context, req JobRequest) (*JobResult, er
 		m.lastResults[req.Unit] = res
 		m.mu.Unlock()
 	}
-	return res, err
+	return res, failureOf(err)
+}
+
+// failureOf gives a job unit's error its condition reason and whether it
+// stalls; an apply error keeps the one pkg/apply gave it, anything else
+// (an API error) is a retried ApplyFailed.
+func failureOf(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, ErrNotInstalled):
+		return status.Retrying(ReasonNotInstalled, err)
+	case errors.Is(err, ErrNotOwned):
+		return status.Stalling(ReasonNotOwned, err)
+	case errors.Is(err, ErrInvalidUnit):
+		return status.Stalling(status.ReasonApplyFailed, err)
+	}
+	return status.FailureOf(err, status.ReasonApplyFailed)
 }
 
 func (m *Manager) submit(ctx context.Context, req JobRequest, job *unstructured.Unstructured, recreate bool, res *JobResult) (*JobResult, error) {
