@@ -3,5 +3,5 @@
 // manifests (`flotilla bootstrap`). Go's embed cannot reach outside the
 // embedding package's directory, so they are embedded here, at the module
 // root, where both directories live; the Go code that uses them is in
-// pkg/bootstrap.
+// hub/bootstrap.
 package flotilla

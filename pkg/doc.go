@@ -1,21 +1,24 @@
-// Package pkg holds the flotilla libraries, one concept per package (see
-// each package's doc.go), cut by side as well as by topic:
+// Package pkg holds what both sides of flotilla run, one concept per
+// package (see each package's doc.go). The path of a package says its
+// side:
 //
-//   - Shared by the hub and the agent: slice and status (the Git contract
-//     between them: what the hub cut for a cluster, what its agent
-//     reports, and the writer that commits it), render (Kustomize and Helm
-//     rendering of one unit, so a plan is what gets applied; with
-//     render/sopsdecrypt), gitrepo (the only importer of go-git), redact,
-//     placement (gang arithmetic), plural, verify, version.
-//   - Agent only: apply (server-side apply, inventory, prune, health) and
-//     volcano (jobs and queues in the cluster).
-//   - Hub only: fleet (the fleet repo model), compile (fleet repo to
-//     slices: `flotilla render`), render/chartvendor, gitsource (external
-//     Git sources), fleetstatus (the fleet view from the status refs),
-//     plan, rollout, dashboard, bootstrap, admission, traffic, identity,
-//     kuratorimport (flotilla import kurator).
+//   - pkg/ (here): shared by the hub and the agent. slice and status are
+//     the Git contract between them (what the hub cut for a cluster, what
+//     its agent reports, and the reasons it reports); render renders one
+//     unit, so a plan is what gets applied (with render/sopsdecrypt, and
+//     render/chartvendor, which only the hub links but which lives here
+//     because Helm is imported only under pkg/render); gitrepo is the only
+//     importer of go-git (with gitrepo/signature); redact, placement (gang
+//     arithmetic), plural and version.
+//   - agent/: the agent's own code: the loop (reconcile), apply, volcano,
+//     verify, truststate, statuswriter, metrics, procmem.
+//   - hub/: the hub's own code: the fleet model (fleet), its rendering into
+//     slices (fleetrender: `flotilla render`), plan, rollout, the fleet
+//     view from the status refs (fleetview), dashboard, bootstrap,
+//     admission, traffic, identity, gitsource and kuratorimport.
 //
-// The agent's binary links only the first two groups:
-// agent/flotilla-agent's TestAgentLinksNoHubCode holds the allow-list
-// (agentSide), so a new package is hub-only until it is added there.
+// Neither side links the other's: agent/flotilla-agent's
+// TestAgentLinksNoHubCode holds the agent's allow-list (agentSide), so a
+// new package under pkg/ reaches the agent only once it is added there,
+// and hub/flotilla's TestHubLinksNoAgentCode keeps agent/ out of the hub.
 package pkg

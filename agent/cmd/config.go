@@ -18,8 +18,8 @@ import (
 
 	"github.com/flotilla-gitops/flotilla/agent/truststate"
 
+	"github.com/flotilla-gitops/flotilla/agent/apply"
 	"github.com/flotilla-gitops/flotilla/agent/reconcile"
-	"github.com/flotilla-gitops/flotilla/pkg/apply"
 	"github.com/flotilla-gitops/flotilla/pkg/gitrepo"
 )
 
@@ -90,11 +90,11 @@ type options struct {
 	// gitMaxFetchSize is --git-max-fetch-size, resolved by gitMaxFetchSize.
 	gitMaxFetchSize string
 	// volcanoRetention keeps finished Volcano jobs whose unit left the
-	// slice (pkg/volcano).
+	// slice (agent/volcano).
 	volcanoRetention time.Duration
 
 	// verify is spec.verify of the --config file (commit signature
-	// verification, pkg/verify).
+	// verification, agent/verify).
 	verify *sourcev1.GitRepositoryVerification
 	// verifyOpts are the --verify-* flags (verify.go).
 	verifyOpts verifyOptions

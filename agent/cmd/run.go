@@ -27,16 +27,16 @@ import (
 	"k8s.io/klog/v2"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/flotilla-gitops/flotilla/agent/apply"
 	"github.com/flotilla-gitops/flotilla/agent/metrics"
 	"github.com/flotilla-gitops/flotilla/agent/procmem"
 	"github.com/flotilla-gitops/flotilla/agent/reconcile"
 	"github.com/flotilla-gitops/flotilla/agent/truststate"
-	"github.com/flotilla-gitops/flotilla/pkg/apply"
+	"github.com/flotilla-gitops/flotilla/agent/volcano"
 	"github.com/flotilla-gitops/flotilla/pkg/gitrepo"
 	"github.com/flotilla-gitops/flotilla/pkg/redact"
 	"github.com/flotilla-gitops/flotilla/pkg/render"
 	"github.com/flotilla-gitops/flotilla/pkg/version"
-	"github.com/flotilla-gitops/flotilla/pkg/volcano"
 )
 
 // ErrLeaderElectionLost: another replica took the lease while this one

@@ -17,7 +17,9 @@ import (
 	ctrlclient "sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/flotilla-gitops/flotilla/agent/reconcile"
+	"github.com/flotilla-gitops/flotilla/agent/statuswriter"
 	"github.com/flotilla-gitops/flotilla/pkg/gitrepo"
+	"github.com/flotilla-gitops/flotilla/pkg/gitrepo/signature"
 	"github.com/flotilla-gitops/flotilla/pkg/status"
 )
 
@@ -25,7 +27,7 @@ import (
 // is then only written to --status-file).
 const statusDisabled = "none"
 
-// statusOptions configure the status commits (pkg/status.Writer).
+// statusOptions configure the status commits (pkg/statuswriter.Writer).
 type statusOptions struct {
 	repoURL           string
 	shards            int
@@ -46,8 +48,8 @@ func (s *statusOptions) bind(f *pflag.FlagSet) {
 	f.DurationVar(&s.heartbeat, "heartbeat-interval", status.DefaultHeartbeatInterval, "commit an unchanged status this often (±10%), so the hub can tell the agent is alive; keep it at or below the fleets' healthCheck.interval")
 	f.StringVar(&s.signingKeyFile, "status-signing-key-file", "", "sign status commits with this OpenPGP or SSH private key (the cluster's spec.statusKeys must hold its public key)")
 	f.StringVar(&s.signingPassphrase, "status-signing-key-passphrase-file", "", "file holding the signing key's passphrase, if it has one")
-	f.IntVar(&s.maxHistory, "status-max-history", status.DefaultMaxHistory, "squash the status ref into one commit when it would hold more commits (0: never)")
-	f.DurationVar(&s.pushTimeout, "status-timeout", status.DefaultPushTimeout, "timeout of each Git operation of a status push")
+	f.IntVar(&s.maxHistory, "status-max-history", statuswriter.DefaultMaxHistory, "squash the status ref into one commit when it would hold more commits (0: never)")
+	f.DurationVar(&s.pushTimeout, "status-timeout", statuswriter.DefaultPushTimeout, "timeout of each Git operation of a status push")
 	f.BoolVar(&s.takeOver, "status-take-over", false, "overwrite the status ref even while it holds a live document of another cluster instance (a re-installed cluster that cannot wait for the old instance's heartbeat to go stale)")
 }
 
@@ -87,7 +89,7 @@ func (s *statusOptions) problems(cluster, fleetRepoURL string) []string {
 // disabled. fleetAuth is used when no status credentials are given.
 // instanceID is the cluster instance (see clusterInstanceID); "" skips the
 // check against another instance's document.
-func newStatusWriter(o *options, fleetAuth gitrepo.Auth, reg prometheus.Registerer, instanceID string) (*status.Writer, error) {
+func newStatusWriter(o *options, fleetAuth gitrepo.Auth, reg prometheus.Registerer, instanceID string) (*statuswriter.Writer, error) {
 	s := &o.status
 	if s.repoURL == statusDisabled {
 		return nil, nil
@@ -105,7 +107,7 @@ func newStatusWriter(o *options, fleetAuth gitrepo.Auth, reg prometheus.Register
 		}
 		auth = a
 	}
-	var signer gitrepo.Signer
+	var signer signature.Signer
 	if s.signingKeyFile != "" {
 		key, err := os.ReadFile(s.signingKeyFile)
 		if err != nil {
@@ -118,7 +120,7 @@ func newStatusWriter(o *options, fleetAuth gitrepo.Auth, reg prometheus.Register
 			}
 			pass = []byte(strings.TrimRight(string(pass), "\r\n"))
 		}
-		if signer, err = gitrepo.ParseSigningKey(key, pass); err != nil {
+		if signer, err = signature.ParseSigningKey(key, pass); err != nil {
 			return nil, fmt.Errorf("%w: --status-signing-key-file: %w", ErrConfig, err)
 		}
 	}
@@ -126,7 +128,7 @@ func newStatusWriter(o *options, fleetAuth gitrepo.Auth, reg prometheus.Register
 	if maxHistory == 0 {
 		maxHistory = -1 // the flag's 0 means never squash
 	}
-	return status.NewWriter(status.WriterOptions{
+	return statuswriter.NewWriter(statuswriter.WriterOptions{
 		Cluster: o.clusterName, URL: s.resolvedURL, Auth: auth, Timeout: s.pushTimeout,
 		HeartbeatInterval: s.heartbeat, MaxHistory: maxHistory, Signer: signer, Registerer: reg,
 		InstanceID: instanceID, TakeOver: s.takeOver,
@@ -158,7 +160,7 @@ func statusInstanceID(ctx context.Context, c ctrlclient.Reader, log *slog.Logger
 
 // statusSink is where the loop publishes: --status-file, and the status
 // ref when Git status is enabled.
-func statusSink(o *options, w *status.Writer) reconcile.StatusSink {
+func statusSink(o *options, w *statuswriter.Writer) reconcile.StatusSink {
 	file := reconcile.FileSink{Path: o.statusFile}
 	if w == nil {
 		return file
@@ -168,7 +170,7 @@ func statusSink(o *options, w *status.Writer) reconcile.StatusSink {
 
 // runStatusWriter keeps heartbeats going and retries a buffered document
 // until ctx ends (the loop's last Publish, on shutdown, still pushes).
-func runStatusWriter(ctx context.Context, w *status.Writer) {
+func runStatusWriter(ctx context.Context, w *statuswriter.Writer) {
 	if w != nil {
 		go func() { _ = w.Run(ctx) }()
 	}

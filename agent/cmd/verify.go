@@ -12,8 +12,8 @@ import (
 	"github.com/flotilla-gitops/flotilla/agent/metrics"
 	"github.com/flotilla-gitops/flotilla/agent/reconcile"
 	"github.com/flotilla-gitops/flotilla/agent/truststate"
+	"github.com/flotilla-gitops/flotilla/agent/verify"
 	"github.com/flotilla-gitops/flotilla/pkg/gitrepo"
-	"github.com/flotilla-gitops/flotilla/pkg/verify"
 )
 
 // verifyOptions are the commit signature verification settings.

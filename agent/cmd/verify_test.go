@@ -9,8 +9,8 @@ import (
 
 	"github.com/flotilla-gitops/flotilla/agent/metrics"
 	"github.com/flotilla-gitops/flotilla/agent/truststate"
+	"github.com/flotilla-gitops/flotilla/agent/verify"
 	"github.com/flotilla-gitops/flotilla/pkg/gitrepo"
-	"github.com/flotilla-gitops/flotilla/pkg/verify"
 )
 
 func TestVerifyFlags(t *testing.T) {

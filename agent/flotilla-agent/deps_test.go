@@ -15,9 +15,9 @@ const module = "github.com/flotilla-gitops/flotilla/"
 // package linked into the agent is charged by image scanners to every
 // agent in every cluster.
 var agentSide = []string{
-	module + "agent/",
-	module + "pkg/apply",              // server-side apply, inventory, prune, health
+	module + "agent/",                 // the agent's own code: loop, apply, Volcano, trust, status writer
 	module + "pkg/gitrepo",            // the only importer of go-git
+	module + "pkg/gitrepo/signature",  // signing status, verifying commits
 	module + "pkg/placement",          // gang arithmetic, shared with the hub's placement
 	module + "pkg/plural",             // messages
 	module + "pkg/redact",             // credentials out of logs and status
@@ -25,9 +25,7 @@ var agentSide = []string{
 	module + "pkg/render/sopsdecrypt", // age-only SOPS decryption
 	module + "pkg/slice",              // the Git contract: what the hub cut for this cluster
 	module + "pkg/status",             // the Git contract: what the agent reports
-	module + "pkg/verify",             // commit signatures
 	module + "pkg/version",
-	module + "pkg/volcano", // jobs and queues in the cluster
 }
 
 // hubOnlyThirdParty are outside packages the agent must not link: chart
@@ -63,7 +61,7 @@ var cloudKMS = []string{
 }
 
 // TestAgentLinksNoHubCode: of this module the agent links only agentSide
-// (its own code, the Git contract, rendering, apply, Git and status), and
+// (its own code under agent/, the Git contract, rendering and Git), and
 // none of the hub's outside dependencies or sops' cloud key services.
 func TestAgentLinksNoHubCode(t *testing.T) {
 	out, err := exec.Command("go", "list", "-deps", ".").Output()

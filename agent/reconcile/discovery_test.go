@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flotilla-gitops/flotilla/agent/apply"
 	"github.com/flotilla-gitops/flotilla/agent/reconcile"
-	"github.com/flotilla-gitops/flotilla/pkg/apply"
 )
 
 // Discovery on shared clients reports APIs added since its last call: the

@@ -11,7 +11,7 @@
 //     moved). When Git is unreachable the cycle goes on with the cached
 //     checkout (Source.LastGood), so drift is still corrected offline.
 //  2. verify: the revision must be the configured branch's, then the
-//     Verifier (commit signatures, pkg/verify) decides. A refused commit
+//     Verifier (commit signatures, agent/verify) decides. A refused commit
 //     changes nothing: the cycle reconciles the last accepted revision.
 //     That revision is recorded in the cluster (Config.State, the agent's
 //     state ConfigMap), so a restarted agent or a new leader whose head is
@@ -34,7 +34,7 @@
 //     applied or pruned — and its error goes to status; if its objects
 //     drifted meanwhile, they are restored from the last revision it
 //     rendered at, while that checkout is still on disk.
-//     Objects are owned by one unit (owners.go, pkg/apply's ownership
+//     Objects are owned by one unit (owners.go, agent/apply's ownership
 //     rule): an object labelled for another unit is taken over only when
 //     that unit no longer claims it at this revision (it left the slice,
 //     or its inventory at the slice's hash, else its render, lacks the
@@ -70,7 +70,7 @@
 // agent calls it on a reconcile request, agent/cmd/trigger.go). While Git fails, those polls back off
 // exponentially with jitter up to the interval (cycles keep their pace). When its context ends, Run lets the
 // current cycle finish for up to Config.ShutdownGrace, then cancels it
-// (pkg/apply records new objects before creating them, so an interrupted
+// (agent/apply records new objects before creating them, so an interrupted
 // apply orphans nothing). After each cycle Run returns freed memory to the
 // OS (one forced GC per cycle), so the agent's resident size between
 // cycles is what it keeps, not the cycle's peak.

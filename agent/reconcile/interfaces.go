@@ -6,7 +6,7 @@ import (
 	"github.com/fluxcd/cli-utils/pkg/object"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/flotilla-gitops/flotilla/pkg/apply"
+	"github.com/flotilla-gitops/flotilla/agent/apply"
 	"github.com/flotilla-gitops/flotilla/pkg/gitrepo"
 	"github.com/flotilla-gitops/flotilla/pkg/status"
 )
@@ -60,7 +60,7 @@ type Applier interface {
 }
 
 // Verifier decides whether a fetched commit may be applied; commit
-// signature verification (pkg/verify) plugs in here. The loop has already
+// signature verification (agent/verify) plugs in here. The loop has already
 // checked that head is the configured branch's. An error refuses the
 // commit: the loop keeps reconciling the last accepted revision and puts
 // the error in status (reason VerificationFailed). The returned

@@ -8,12 +8,12 @@ import (
 	"github.com/fluxcd/cli-utils/pkg/object"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/flotilla-gitops/flotilla/pkg/apply"
+	"github.com/flotilla-gitops/flotilla/agent/apply"
 	"github.com/flotilla-gitops/flotilla/pkg/render"
 	"github.com/flotilla-gitops/flotilla/pkg/slice"
 )
 
-// sliceOwners answers pkg/apply's ownership questions (apply.Owners) from
+// sliceOwners answers agent/apply's ownership questions (apply.Owners) from
 // data fixed before any unit applies: the slice of the cycle's revision,
 // the units' inventories as the cycle found them, and the units' renders at
 // the revision. A unit claims an object when it is in the slice and renders

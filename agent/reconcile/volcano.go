@@ -4,10 +4,10 @@ import (
 	"context"
 	"strings"
 
+	"github.com/flotilla-gitops/flotilla/agent/volcano"
 	"github.com/flotilla-gitops/flotilla/pkg/render"
 	"github.com/flotilla-gitops/flotilla/pkg/slice"
 	"github.com/flotilla-gitops/flotilla/pkg/status"
-	"github.com/flotilla-gitops/flotilla/pkg/volcano"
 )
 
 // Volcano handles the units of kind volcano; *volcano.Manager implements

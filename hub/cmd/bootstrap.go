@@ -10,7 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/flotilla-gitops/flotilla/pkg/bootstrap"
+	"github.com/flotilla-gitops/flotilla/hub/bootstrap"
 	"github.com/flotilla-gitops/flotilla/pkg/gitrepo"
 	"github.com/flotilla-gitops/flotilla/pkg/render/sopsdecrypt"
 )

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/flotilla-gitops/flotilla/pkg/fleet"
+	"github.com/flotilla-gitops/flotilla/hub/fleet"
 	"github.com/flotilla-gitops/flotilla/test/golden"
 )
 

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/flotilla-gitops/flotilla/pkg/fleet"
+	"github.com/flotilla-gitops/flotilla/hub/fleet"
 )
 
 // TestSetDecommission: the marker is added as one line, comments and

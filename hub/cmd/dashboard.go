@@ -10,8 +10,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/flotilla-gitops/flotilla/pkg/dashboard"
-	"github.com/flotilla-gitops/flotilla/pkg/fleetstatus"
+	"github.com/flotilla-gitops/flotilla/hub/dashboard"
+	"github.com/flotilla-gitops/flotilla/hub/fleetview"
 )
 
 func newDashboardCommand() *cobra.Command {
@@ -75,8 +75,8 @@ func bindCommitURL(c *cobra.Command, commitURL *string) {
 
 // loadDashboard reads the fleet once into the page's model; the snapshot
 // comes along for --exit-code.
-func loadDashboard(ctx context.Context, o *statusOptions, ro fleetstatus.ReadOptions, commitURL string) (*dashboard.Model, *fleetstatus.Snapshot, error) {
-	s, err := fleetstatus.ReadSnapshot(ctx, ro)
+func loadDashboard(ctx context.Context, o *statusOptions, ro fleetview.ReadOptions, commitURL string) (*dashboard.Model, *fleetview.Snapshot, error) {
+	s, err := fleetview.ReadSnapshot(ctx, ro)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -110,7 +110,7 @@ func writeStatusHTML(c *cobra.Command, o *statusOptions, commitURL string, exitC
 	return reportUnhealthy(c.ErrOrStderr(), s.View.Unhealthy())
 }
 
-func serveDashboard(c *cobra.Command, o *statusOptions, ro fleetstatus.ReadOptions, listen string, refresh time.Duration, commitURL string) error {
+func serveDashboard(c *cobra.Command, o *statusOptions, ro fleetview.ReadOptions, listen string, refresh time.Duration, commitURL string) error {
 	ctx := c.Context()
 	srv := &dashboard.Server{
 		Refresh: refresh,

@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/flotilla-gitops/flotilla/pkg/kuratorimport"
+	"github.com/flotilla-gitops/flotilla/hub/kuratorimport"
 	"github.com/flotilla-gitops/flotilla/pkg/plural"
 )
 

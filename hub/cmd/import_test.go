@@ -8,7 +8,7 @@ import (
 	"testing"
 )
 
-const kuratorFixtures = "../../pkg/kuratorimport/testdata"
+const kuratorFixtures = "../kuratorimport/testdata"
 
 // TestImportKuratorThenValidate: the command writes the converted files,
 // prints each warning with its file and line, and the result passes

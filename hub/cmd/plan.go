@@ -9,9 +9,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/flotilla-gitops/flotilla/pkg/compile"
-	"github.com/flotilla-gitops/flotilla/pkg/fleet"
-	"github.com/flotilla-gitops/flotilla/pkg/plan"
+	"github.com/flotilla-gitops/flotilla/hub/fleet"
+	"github.com/flotilla-gitops/flotilla/hub/fleetrender"
+	"github.com/flotilla-gitops/flotilla/hub/plan"
 
 	"github.com/flotilla-gitops/flotilla/pkg/plural"
 )
@@ -54,7 +54,7 @@ refs/remotes/origin/flotilla/status/<cluster>), else from its Cluster file.
 
 Formats: text (coloured on a terminal), markdown (a pull-request comment: a
 summary table, then a folded section per cluster; at most --max-bytes) and
-json (a stable schema, see pkg/plan).
+json (a stable schema, see hub/plan).
 
 Exit codes, as diff(1): 0 no changes, 1 changes, 2 error (invalid input, or a
 unit that fails to render at head — the plan is still printed).`,
@@ -96,7 +96,7 @@ unit that fails to render at head — the plan is still printed).`,
 	return c
 }
 
-func runPlan(ctx context.Context, stdout, stderr io.Writer, o *planOptions, charts compile.ChartVendor) error {
+func runPlan(ctx context.Context, stdout, stderr io.Writer, o *planOptions, charts fleetrender.ChartVendor) error {
 	switch o.output {
 	case plan.FormatText, plan.FormatMarkdown, plan.FormatJSON:
 	default:

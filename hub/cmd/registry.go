@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/flotilla-gitops/flotilla/pkg/compile"
+	"github.com/flotilla-gitops/flotilla/hub/fleetrender"
 	"github.com/flotilla-gitops/flotilla/pkg/render/chartvendor"
 )
 
@@ -32,7 +32,7 @@ func (r *registryFlags) add(f *pflag.FlagSet) {
 }
 
 // vendor is the chart vendor the flags describe.
-func (r *registryFlags) vendor(stdin io.Reader) (compile.ChartVendor, error) {
+func (r *registryFlags) vendor(stdin io.Reader) (fleetrender.ChartVendor, error) {
 	o := chartvendor.RegistryOptions{ConfigFile: r.config, CAFile: r.caFile, Username: r.username}
 	switch {
 	case r.username != "" && !r.passwordStdin:

@@ -12,10 +12,10 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/flotilla-gitops/flotilla/pkg/compile"
-	"github.com/flotilla-gitops/flotilla/pkg/fleet"
+	"github.com/flotilla-gitops/flotilla/hub/fleet"
+	"github.com/flotilla-gitops/flotilla/hub/fleetrender"
+	"github.com/flotilla-gitops/flotilla/hub/gitsource"
 	"github.com/flotilla-gitops/flotilla/pkg/gitrepo"
-	"github.com/flotilla-gitops/flotilla/pkg/gitsource"
 
 	"github.com/flotilla-gitops/flotilla/pkg/plural"
 )
@@ -113,19 +113,19 @@ differ, 2 invalid input or another error.`,
 
 // renderSummary is the -o json document of render.
 type renderSummary struct {
-	Repo     string           `json:"repo"`
-	Check    bool             `json:"check"`
-	UpToDate bool             `json:"upToDate"`
-	Clusters int              `json:"clusters"`
-	Units    int              `json:"units"`
-	Charts   []chartSummary   `json:"charts,omitempty"`
-	Sources  []sourceSummary  `json:"sources,omitempty"`
-	Changes  *compile.Changes `json:"changes,omitempty"`
-	Warnings []errorSummary   `json:"warnings,omitempty"`
-	Notes    []string         `json:"notes,omitempty"`
-	Errors   []errorSummary   `json:"errors,omitempty"`
-	Seconds  float64          `json:"seconds"`
-	Scope    []string         `json:"scope,omitempty"`
+	Repo     string               `json:"repo"`
+	Check    bool                 `json:"check"`
+	UpToDate bool                 `json:"upToDate"`
+	Clusters int                  `json:"clusters"`
+	Units    int                  `json:"units"`
+	Charts   []chartSummary       `json:"charts,omitempty"`
+	Sources  []sourceSummary      `json:"sources,omitempty"`
+	Changes  *fleetrender.Changes `json:"changes,omitempty"`
+	Warnings []errorSummary       `json:"warnings,omitempty"`
+	Notes    []string             `json:"notes,omitempty"`
+	Errors   []errorSummary       `json:"errors,omitempty"`
+	Seconds  float64              `json:"seconds"`
+	Scope    []string             `json:"scope,omitempty"`
 }
 
 type chartSummary struct {
@@ -178,7 +178,7 @@ func checkOutputFormat(format string) error {
 
 // runRender renders; charts vendors chart references (nil:
 // chartvendor.VendorCharts).
-func runRender(ctx context.Context, stdout, stderr io.Writer, o *renderOptions, charts compile.ChartVendor) error {
+func runRender(ctx context.Context, stdout, stderr io.Writer, o *renderOptions, charts fleetrender.ChartVendor) error {
 	if err := checkOutputFormat(o.output); err != nil {
 		return err
 	}
@@ -202,13 +202,13 @@ func runRender(ctx context.Context, stdout, stderr io.Writer, o *renderOptions, 
 	progress := newProgress(stderr, o.progress)
 	statusRepo := o.statusRepo
 	if statusRepo == "" {
-		statusRepo = compile.DefaultStatusRepo(root)
+		statusRepo = fleetrender.DefaultStatusRepo(root)
 	}
 	sources, err := sourceOptions(o)
 	if err != nil {
 		return err
 	}
-	out, err := compile.Pipeline(ctx, repo, compile.PipelineOptions{
+	out, err := fleetrender.Pipeline(ctx, repo, fleetrender.PipelineOptions{
 		Sources:       sources,
 		Clusters:      o.clusters,
 		Charts:        charts,
@@ -216,7 +216,7 @@ func runRender(ctx context.Context, stdout, stderr io.Writer, o *renderOptions, 
 		StatusRepo:    statusRepo,
 		StatusAuthDir: o.authDir,
 		Warn:          func(msg string) { fmt.Fprintf(stderr, "warning: %s\n", msg) },
-		Rollout:       &compile.RolloutOptions{AllWaves: o.allWaves},
+		Rollout:       &fleetrender.RolloutOptions{AllWaves: o.allWaves},
 	})
 	var stale *gitsource.StaleError
 	if errors.As(err, &stale) {
@@ -229,7 +229,7 @@ func runRender(ctx context.Context, stdout, stderr io.Writer, o *renderOptions, 
 	printWarnings(stderr, out.Warnings)
 	printNotes(stderr, out.Notes)
 	sum.Notes = out.Notes
-	ch, err := compile.Write(ctx, root, out, compile.WriteOptions{Check: o.check, Progress: progress.files})
+	ch, err := fleetrender.Write(ctx, root, out, fleetrender.WriteOptions{Check: o.check, Progress: progress.files})
 	if err != nil {
 		return err
 	}
@@ -298,7 +298,7 @@ func reportStaleSources(stdout io.Writer, format string, sum *renderSummary, sta
 	return exitError{code: ExitChanges}
 }
 
-func printRenderText(w io.Writer, sum *renderSummary, ch *compile.Changes) {
+func printRenderText(w io.Writer, sum *renderSummary, ch *fleetrender.Changes) {
 	what := plural.Count(sum.Clusters, "cluster", "clusters") + ", " + plural.Count(sum.Units, "unit", "units")
 	switch {
 	case sum.Check && ch.Empty():

@@ -14,11 +14,11 @@ import (
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/yaml"
 
-	"github.com/flotilla-gitops/flotilla/pkg/compile"
-	"github.com/flotilla-gitops/flotilla/pkg/fleet"
-	"github.com/flotilla-gitops/flotilla/pkg/fleetstatus"
+	"github.com/flotilla-gitops/flotilla/hub/fleet"
+	"github.com/flotilla-gitops/flotilla/hub/fleetrender"
+	"github.com/flotilla-gitops/flotilla/hub/fleetview"
+	"github.com/flotilla-gitops/flotilla/hub/rollout"
 	"github.com/flotilla-gitops/flotilla/pkg/gitrepo"
-	"github.com/flotilla-gitops/flotilla/pkg/rollout"
 	"github.com/flotilla-gitops/flotilla/pkg/slice"
 	"github.com/flotilla-gitops/flotilla/pkg/status"
 )
@@ -40,7 +40,7 @@ func (o *rolloutOptions) bind(c *cobra.Command) {
 	f.StringVar(&o.statusRepo, "status-repo", "", "where the agents commit status: a URL or directory, with {shard} for sharded status repos (default: --repo's own status refs)")
 	f.IntVar(&o.statusShards, "status-shards", 1, "number of status repos {shard} ranges over (as given to the agents)")
 	f.StringVar(&o.authDir, "git-credentials-dir", "", "directory with Git credentials for --status-repo (files username, password, bearerToken, identity, known_hosts, ca.crt)")
-	f.StringVarP(&o.output, "output", "o", fleetstatus.FormatTable, "output format: table, json or yaml")
+	f.StringVarP(&o.output, "output", "o", fleetview.FormatTable, "output format: table, json or yaml")
 	f.DurationVar(&o.timeout, "timeout", time.Minute, "timeout of each Git operation")
 }
 
@@ -95,7 +95,7 @@ func runAbort(ctx context.Context, stdout, stderr io.Writer, o *rolloutOptions, 
 	if err != nil {
 		return err
 	}
-	committed := compile.CommittedAt(root)
+	committed := fleetrender.CommittedAt(root)
 	st, err := committed.State(app)
 	if err != nil {
 		return err
@@ -307,7 +307,7 @@ func newRolloutStateCommand(o *rolloutOptions, verb, short string, change func(*
 			if err != nil {
 				return err
 			}
-			st, err := compile.CommittedAt(root).State(args[0])
+			st, err := fleetrender.CommittedAt(root).State(args[0])
 			if err != nil {
 				return err
 			}
@@ -327,7 +327,7 @@ func newRolloutStateCommand(o *rolloutOptions, verb, short string, change func(*
 }
 
 func (o *rolloutOptions) load(ctx context.Context) (string, *fleet.Repo, error) {
-	if o.output != fleetstatus.FormatTable && o.output != fleetstatus.FormatJSON && o.output != fleetstatus.FormatYAML {
+	if o.output != fleetview.FormatTable && o.output != fleetview.FormatJSON && o.output != fleetview.FormatYAML {
 		return "", nil, fmt.Errorf("--output %q: want table, json or yaml", o.output)
 	}
 	root, err := filepath.Abs(o.repo)
@@ -348,7 +348,7 @@ func readProgress(ctx context.Context, o *rolloutOptions, args []string) ([]*rol
 	if err != nil {
 		return nil, "", err
 	}
-	committed := compile.CommittedAt(root)
+	committed := fleetrender.CommittedAt(root)
 	var apps []*fleet.Application
 	for _, a := range repo.Applications {
 		if (len(args) == 0 || a.Metadata.Name == args[0]) && repo.RolloutOf(a) != nil {
@@ -404,17 +404,17 @@ func readProgress(ctx context.Context, o *rolloutOptions, args []string) ([]*rol
 
 // documents reads the clusters' status from --status-repo, or from the
 // repo's own status refs.
-func (o *rolloutOptions) documents(ctx context.Context, root string, repo *fleet.Repo) (map[string]fleetstatus.ClusterDocument, error) {
-	ro := fleetstatus.ReadOptions{Repo: o.statusRepo, Timeout: o.timeout}
+func (o *rolloutOptions) documents(ctx context.Context, root string, repo *fleet.Repo) (map[string]fleetview.ClusterDocument, error) {
+	ro := fleetview.ReadOptions{Repo: o.statusRepo, Timeout: o.timeout}
 	if o.statusRepo == "" {
-		ro.Repo = compile.DefaultStatusRepo(root)
+		ro.Repo = fleetrender.DefaultStatusRepo(root)
 	} else if o.statusShards > 1 {
 		if !strings.Contains(o.statusRepo, status.ShardPlaceholder) {
 			return nil, fmt.Errorf("--status-repo has no %s placeholder for %d shards", status.ShardPlaceholder, o.statusShards)
 		}
 		ro.Repo, ro.StatusRepos = root, status.ShardURLs(o.statusRepo, o.statusShards)
 	}
-	out := map[string]fleetstatus.ClusterDocument{}
+	out := map[string]fleetview.ClusterDocument{}
 	if ro.Repo == "" {
 		return out, nil
 	}
@@ -425,7 +425,7 @@ func (o *rolloutOptions) documents(ctx context.Context, root string, repo *fleet
 		}
 		ro.Auth = auth
 	}
-	docs, err := fleetstatus.DocumentsFor(ctx, ro, repo)
+	docs, err := fleetview.DocumentsFor(ctx, ro, repo)
 	if err != nil {
 		return nil, fmt.Errorf("read cluster status: %w", err)
 	}
@@ -451,7 +451,7 @@ func runAdvance(ctx context.Context, stdout, stderr io.Writer, o *rolloutOptions
 			held = append(held, fmt.Sprintf("%s: %s", p.Application, p.Blocked))
 			continue
 		}
-		st, err := compile.CommittedAt(root).State(p.Application)
+		st, err := fleetrender.CommittedAt(root).State(p.Application)
 		if err != nil {
 			return err
 		}
@@ -496,14 +496,14 @@ func runAdvance(ctx context.Context, stdout, stderr io.Writer, o *rolloutOptions
 // writeStates renders the repo with states replacing the committed rollout
 // states and writes rendered/.
 func writeStates(ctx context.Context, root string, repo *fleet.Repo, states map[string]*rollout.State) error {
-	out, err := compile.Pipeline(ctx, repo, compile.PipelineOptions{
-		StatusRepo: compile.DefaultStatusRepo(root),
-		Rollout:    &compile.RolloutOptions{States: states},
+	out, err := fleetrender.Pipeline(ctx, repo, fleetrender.PipelineOptions{
+		StatusRepo: fleetrender.DefaultStatusRepo(root),
+		Rollout:    &fleetrender.RolloutOptions{States: states},
 	})
 	if err != nil {
 		return err
 	}
-	_, err = compile.Write(ctx, root, out, compile.WriteOptions{})
+	_, err = fleetrender.Write(ctx, root, out, fleetrender.WriteOptions{})
 	return err
 }
 
@@ -511,9 +511,9 @@ func writeStates(ctx context.Context, root string, repo *fleet.Repo, states map[
 // says whether it did.
 func writeMachine(w io.Writer, v any, format string) (bool, error) {
 	switch format {
-	case fleetstatus.FormatJSON:
+	case fleetview.FormatJSON:
 		return true, writeJSON(w, v)
-	case fleetstatus.FormatYAML:
+	case fleetview.FormatYAML:
 		data, err := yaml.Marshal(v)
 		if err != nil {
 			return true, err

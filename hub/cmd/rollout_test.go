@@ -16,10 +16,11 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/flotilla-gitops/flotilla/pkg/compile"
-	"github.com/flotilla-gitops/flotilla/pkg/fleetstatus"
+	"github.com/flotilla-gitops/flotilla/agent/statuswriter"
+	"github.com/flotilla-gitops/flotilla/hub/fleetrender"
+	"github.com/flotilla-gitops/flotilla/hub/fleetview"
+	"github.com/flotilla-gitops/flotilla/hub/rollout"
 	"github.com/flotilla-gitops/flotilla/pkg/gitrepo"
-	"github.com/flotilla-gitops/flotilla/pkg/rollout"
 	"github.com/flotilla-gitops/flotilla/pkg/slice"
 	"github.com/flotilla-gitops/flotilla/pkg/status"
 	"github.com/flotilla-gitops/flotilla/test/cijob"
@@ -88,7 +89,7 @@ type publisher struct {
 
 func (p publisher) publish(cluster string, unit status.UnitStatus) {
 	p.t.Helper()
-	w, err := status.NewWriter(status.WriterOptions{
+	w, err := statuswriter.NewWriter(statuswriter.WriterOptions{
 		Cluster: cluster, URL: p.url, HeartbeatInterval: 30 * time.Second,
 		Auth: gitrepo.Auth{Username: gitserver.AgentUser(cluster), Password: p.srv.Password(gitserver.AgentUser(cluster))},
 	})
@@ -112,7 +113,7 @@ func readyUnit(hash string, since time.Time) status.UnitStatus {
 
 func readState(t *testing.T, dir string) *rollout.State {
 	t.Helper()
-	st, err := compile.CommittedAt(dir).State("web")
+	st, err := fleetrender.CommittedAt(dir).State("web")
 	if err != nil || st == nil {
 		t.Fatalf("state: %v %v", st, err)
 	}
@@ -604,7 +605,7 @@ func TestStatusRolloutCarriesWaves(t *testing.T) {
 		t.Fatalf("table: exit %d\n%s%s", code, table, stderr)
 	}
 	stdout, stderr, code := runCLI(t, "status", "rollout", "--repo", dir, "-o", "json")
-	var v fleetstatus.RolloutView
+	var v fleetview.RolloutView
 	if err := json.Unmarshal([]byte(stdout), &v); code != ExitOK || err != nil {
 		t.Fatalf("json: exit %d %v\n%s%s", code, err, stdout, stderr)
 	}

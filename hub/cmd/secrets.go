@@ -15,7 +15,7 @@ import (
 	"github.com/spf13/cobra"
 	yaml "gopkg.in/yaml.v3"
 
-	"github.com/flotilla-gitops/flotilla/pkg/fleet"
+	"github.com/flotilla-gitops/flotilla/hub/fleet"
 )
 
 // ErrNoRecipient: a cluster named (or a member of a fleet named) for

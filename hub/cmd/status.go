@@ -13,9 +13,9 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/flotilla-gitops/flotilla/pkg/fleetstatus"
+	"github.com/flotilla-gitops/flotilla/hub/fleetview"
+	"github.com/flotilla-gitops/flotilla/hub/rollout"
 	"github.com/flotilla-gitops/flotilla/pkg/gitrepo"
-	"github.com/flotilla-gitops/flotilla/pkg/rollout"
 	"github.com/flotilla-gitops/flotilla/pkg/status"
 )
 
@@ -40,7 +40,7 @@ func (o *statusOptions) bind(c *cobra.Command) {
 	// Not source flags: the dashboard refreshes with --refresh.
 	f.BoolVarP(&o.watch, "watch", "w", false, "print again every --interval until interrupted")
 	f.DurationVar(&o.interval, "interval", 10*time.Second, "refresh interval of --watch")
-	f.StringVarP(&o.output, "output", "o", fleetstatus.FormatTable, "output format: "+strings.Join(statusFormats, ", ")+" (html: flotilla status only, the page flotilla dashboard serves, as one file)")
+	f.StringVarP(&o.output, "output", "o", fleetview.FormatTable, "output format: "+strings.Join(statusFormats, ", ")+" (html: flotilla status only, the page flotilla dashboard serves, as one file)")
 }
 
 // bindSource binds the flags that say where the fleet is read from,
@@ -54,48 +54,48 @@ func (o *statusOptions) bindSource(f *pflag.FlagSet) {
 	f.StringVar(&o.cacheDir, "cache-dir", "", "where fetched Git objects are kept between runs (default: the user cache directory)")
 	f.DurationVar(&o.timeout, "timeout", time.Minute, "timeout of each Git operation")
 	f.StringArrayVar(&o.clusters, "cluster", nil, "show only this cluster (repeatable)")
-	f.DurationVar(&o.skew, "clock-skew-tolerance", fleetstatus.DefaultClockSkewTolerance, "how far ahead of this machine's clock a heartbeat (or status commit) may be before its cluster shows ClockSkew")
+	f.DurationVar(&o.skew, "clock-skew-tolerance", fleetview.DefaultClockSkewTolerance, "how far ahead of this machine's clock a heartbeat (or status commit) may be before its cluster shows ClockSkew")
 }
 
-// statusFormats are the formats of flotilla status: fleetstatus's and the
+// statusFormats are the formats of flotilla status: fleetview's and the
 // page (formatHTML).
-var statusFormats = append(slices.Clone(fleetstatus.Formats), formatHTML)
+var statusFormats = append(slices.Clone(fleetview.Formats), formatHTML)
 
 const formatHTML = "html"
 
-func (o *statusOptions) readOptions() (fleetstatus.ReadOptions, error) {
-	if !slices.Contains(fleetstatus.Formats, o.output) {
+func (o *statusOptions) readOptions() (fleetview.ReadOptions, error) {
+	if !slices.Contains(fleetview.Formats, o.output) {
 		if o.output == formatHTML {
-			return fleetstatus.ReadOptions{}, fmt.Errorf("--output html is the whole fleet's page: flotilla status -o html")
+			return fleetview.ReadOptions{}, fmt.Errorf("--output html is the whole fleet's page: flotilla status -o html")
 		}
-		return fleetstatus.ReadOptions{}, fmt.Errorf("--output %q: want one of %s", o.output, strings.Join(fleetstatus.Formats, ", "))
+		return fleetview.ReadOptions{}, fmt.Errorf("--output %q: want one of %s", o.output, strings.Join(fleetview.Formats, ", "))
 	}
 	if o.watch && o.interval <= 0 {
-		return fleetstatus.ReadOptions{}, fmt.Errorf("--interval must be positive")
+		return fleetview.ReadOptions{}, fmt.Errorf("--interval must be positive")
 	}
 	return o.sourceOptions()
 }
 
 // sourceOptions checks the source flags and turns them into ReadOptions.
-func (o *statusOptions) sourceOptions() (fleetstatus.ReadOptions, error) {
+func (o *statusOptions) sourceOptions() (fleetview.ReadOptions, error) {
 	if o.skew <= 0 {
-		return fleetstatus.ReadOptions{}, fmt.Errorf("--clock-skew-tolerance must be positive")
+		return fleetview.ReadOptions{}, fmt.Errorf("--clock-skew-tolerance must be positive")
 	}
-	ro := fleetstatus.ReadOptions{Repo: o.repo, Branch: o.branch, CacheDir: o.cacheDir, Timeout: o.timeout, Clusters: o.clusters,
+	ro := fleetview.ReadOptions{Repo: o.repo, Branch: o.branch, CacheDir: o.cacheDir, Timeout: o.timeout, Clusters: o.clusters,
 		ClockSkewTolerance: o.skew}
 	if o.statusRepo != "" {
 		if o.statusShards < 1 {
-			return fleetstatus.ReadOptions{}, fmt.Errorf("--status-shards must be at least 1")
+			return fleetview.ReadOptions{}, fmt.Errorf("--status-shards must be at least 1")
 		}
 		if o.statusShards > 1 && !strings.Contains(o.statusRepo, status.ShardPlaceholder) {
-			return fleetstatus.ReadOptions{}, fmt.Errorf("--status-repo has no %s placeholder for %d shards", status.ShardPlaceholder, o.statusShards)
+			return fleetview.ReadOptions{}, fmt.Errorf("--status-repo has no %s placeholder for %d shards", status.ShardPlaceholder, o.statusShards)
 		}
 		ro.StatusRepos = status.ShardURLs(o.statusRepo, o.statusShards)
 	}
 	if o.authDir != "" {
 		auth, err := gitrepo.LoadAuth(o.authDir)
 		if err != nil {
-			return fleetstatus.ReadOptions{}, err
+			return fleetview.ReadOptions{}, err
 		}
 		ro.Auth = auth
 	}
@@ -171,14 +171,14 @@ Unreachable or Untrusted (the view is printed all the same).`,
 			if err != nil {
 				return err
 			}
-			var unhealthy []fleetstatus.ClusterView
+			var unhealthy []fleetview.ClusterView
 			err = watch(c.Context(), c.OutOrStdout(), c.ErrOrStderr(), o, func(ctx context.Context, w io.Writer) error {
-				v, err := fleetstatus.Read(ctx, ro)
+				v, err := fleetview.Read(ctx, ro)
 				if err != nil {
 					return err
 				}
 				unhealthy = v.Unhealthy()
-				return fleetstatus.WriteFleet(w, v, o.output)
+				return fleetview.WriteFleet(w, v, o.output)
 			})
 			if err != nil || !exitCode {
 				return err
@@ -230,17 +230,17 @@ and YAML as "waves", the same objects as flotilla rollout status -o json).`,
 				rev = args[0]
 			}
 			return watch(c.Context(), c.OutOrStdout(), c.ErrOrStderr(), o, func(ctx context.Context, w io.Writer) error {
-				r, err := fleetstatus.ReadRollout(ctx, ro, rev)
+				r, err := fleetview.ReadRollout(ctx, ro, rev)
 				if err != nil {
 					return err
 				}
-				if o.output == fleetstatus.FormatJSON || o.output == fleetstatus.FormatYAML {
+				if o.output == fleetview.FormatJSON || o.output == fleetview.FormatYAML {
 					// One document: the waves go inside it.
 					if r.Waves, err = wavesOf(ctx, o); err != nil {
 						return err
 					}
 				}
-				if err := fleetstatus.WriteRollout(w, r, o.output); err != nil {
+				if err := fleetview.WriteRollout(w, r, o.output); err != nil {
 					return err
 				}
 				return writeWaves(ctx, w, o)
@@ -252,7 +252,7 @@ and YAML as "waves", the same objects as flotilla rollout status -o json).`,
 // reportUnhealthy lists the unhealthy clusters on stderr (so that -o json
 // on stdout stays one document) and makes the exit code 1; nil when there
 // are none.
-func reportUnhealthy(stderr io.Writer, unhealthy []fleetstatus.ClusterView) error {
+func reportUnhealthy(stderr io.Writer, unhealthy []fleetview.ClusterView) error {
 	if len(unhealthy) == 0 {
 		return nil
 	}
@@ -269,7 +269,7 @@ func watch(ctx context.Context, stdout, stderr io.Writer, o *statusOptions, show
 		return show(ctx, stdout)
 	}
 	for {
-		if o.output == fleetstatus.FormatTable || o.output == fleetstatus.FormatMarkdown {
+		if o.output == fleetview.FormatTable || o.output == fleetview.FormatMarkdown {
 			fmt.Fprintf(stdout, "\n--- %s\n", time.Now().Format(time.RFC3339))
 		}
 		if err := show(ctx, stdout); err != nil {
@@ -293,7 +293,7 @@ func watch(ctx context.Context, stdout, stderr io.Writer, o *statusOptions, show
 // lives in its working tree, rendered/rollouts/); JSON and YAML carry them
 // inside their one document (RolloutView.Waves).
 func writeWaves(ctx context.Context, w io.Writer, o *statusOptions) error {
-	if o.output != fleetstatus.FormatTable && o.output != fleetstatus.FormatMarkdown {
+	if o.output != fleetview.FormatTable && o.output != fleetview.FormatMarkdown {
 		return nil
 	}
 	progress, err := wavesOf(ctx, o)
@@ -301,7 +301,7 @@ func writeWaves(ctx context.Context, w io.Writer, o *statusOptions) error {
 		return err
 	}
 	fmt.Fprintln(w, "\nWaves (flotilla rollout status):")
-	return writeProgress(w, progress, fleetstatus.FormatTable)
+	return writeProgress(w, progress, fleetview.FormatTable)
 }
 
 // wavesOf returns the progressive rollouts of --repo when it is a local
@@ -312,7 +312,7 @@ func wavesOf(ctx context.Context, o *statusOptions) ([]*rollout.Progress, error)
 		return nil, nil
 	}
 	ro := &rolloutOptions{repo: o.repo, statusRepo: o.statusRepo, statusShards: o.statusShards, authDir: o.authDir,
-		output: fleetstatus.FormatTable, timeout: o.timeout, now: time.Now}
+		output: fleetview.FormatTable, timeout: o.timeout, now: time.Now}
 	progress, _, err := readProgress(ctx, ro, nil)
 	if err != nil {
 		return nil, fmt.Errorf("waves: %w", err)

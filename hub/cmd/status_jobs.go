@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/flotilla-gitops/flotilla/pkg/fleetstatus"
+	"github.com/flotilla-gitops/flotilla/hub/fleetview"
 )
 
 // newStatusJobsCommand is `flotilla status jobs`; it shares the status
@@ -37,11 +37,11 @@ Clusters whose status is missing or not trusted are named below the table.`,
 				return err
 			}
 			return watch(c.Context(), c.OutOrStdout(), c.ErrOrStderr(), o, func(ctx context.Context, w io.Writer) error {
-				docs, err := fleetstatus.ReadDocuments(ctx, ro)
+				docs, err := fleetview.ReadDocuments(ctx, ro)
 				if err != nil {
 					return err
 				}
-				return fleetstatus.WriteJobs(w, fleetstatus.NewJobsView(docs, time.Now()), o.output)
+				return fleetview.WriteJobs(w, fleetview.NewJobsView(docs, time.Now()), o.output)
 			})
 		},
 	}

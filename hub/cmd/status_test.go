@@ -16,7 +16,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
-	"github.com/flotilla-gitops/flotilla/pkg/fleetstatus"
+	"github.com/flotilla-gitops/flotilla/agent/statuswriter"
+	"github.com/flotilla-gitops/flotilla/hub/fleetview"
 	"github.com/flotilla-gitops/flotilla/pkg/gitrepo"
 	"github.com/flotilla-gitops/flotilla/pkg/status"
 	"github.com/flotilla-gitops/flotilla/test/gitserver"
@@ -31,7 +32,7 @@ func TestStatusCommand(t *testing.T) {
 	head := srv.Head("fleet", "main")
 	rev := "main@sha1:" + head
 
-	w, err := status.NewWriter(status.WriterOptions{
+	w, err := statuswriter.NewWriter(statuswriter.WriterOptions{
 		Cluster: "member1", URL: url, HeartbeatInterval: 30 * time.Second,
 		Auth: gitrepo.Auth{Username: gitserver.AgentUser("member1"), Password: srv.Password(gitserver.AgentUser("member1"))},
 	})
@@ -49,15 +50,15 @@ func TestStatusCommand(t *testing.T) {
 	if code != ExitOK {
 		t.Fatalf("status: exit %d\n%s", code, stderr)
 	}
-	var v fleetstatus.View
+	var v fleetview.View
 	if err := json.Unmarshal([]byte(stdout), &v); err != nil {
 		t.Fatalf("%v\n%s", err, stdout)
 	}
-	states := map[string]fleetstatus.State{}
+	states := map[string]fleetview.State{}
 	for _, c := range v.Clusters {
 		states[c.Name] = c.State
 	}
-	if states["member1"] != fleetstatus.StateInSync || states["member2"] != fleetstatus.StateNoStatus || states["edge-1"] != fleetstatus.StateNoStatus {
+	if states["member1"] != fleetview.StateInSync || states["member2"] != fleetview.StateNoStatus || states["edge-1"] != fleetview.StateNoStatus {
 		t.Errorf("states: %v", states)
 	}
 
@@ -82,7 +83,7 @@ func TestStatusCommand(t *testing.T) {
 }
 
 // TestStatusExitCode: with --exit-code, status exits 1 when a cluster is
-// Failing or Unreachable (Untrusted: pkg/fleetstatus' TestReader), naming
+// Failing or Unreachable (Untrusted: hub/fleetview' TestReader), naming
 // them on stderr, and 0 while the others are only InSync or NoStatus; the
 // view is printed either way.
 func TestStatusExitCode(t *testing.T) {
@@ -92,7 +93,7 @@ func TestStatusExitCode(t *testing.T) {
 	rev := "main@sha1:" + srv.Head("fleet", "main")
 	publish := func(cluster string, now time.Time, doc *status.ClusterStatus) {
 		t.Helper()
-		w, err := status.NewWriter(status.WriterOptions{
+		w, err := statuswriter.NewWriter(statuswriter.WriterOptions{
 			Cluster: cluster, URL: url, HeartbeatInterval: 30 * time.Second, Now: func() time.Time { return now },
 			Auth: gitrepo.Auth{Username: gitserver.AgentUser(cluster), Password: srv.Password(gitserver.AgentUser(cluster))},
 		})
@@ -129,7 +130,7 @@ func TestStatusExitCode(t *testing.T) {
 	if strings.Contains(stderr, "member1") {
 		t.Errorf("stderr names the healthy member1:\n%s", stderr)
 	}
-	var v fleetstatus.View
+	var v fleetview.View
 	if err := json.Unmarshal([]byte(stdout), &v); err != nil || len(v.Clusters) != 3 {
 		t.Errorf("the view is still printed, as one JSON document: %v\n%s", err, stdout)
 	}
@@ -173,7 +174,7 @@ func TestStatusShardedRepos(t *testing.T) {
 			t.Fatal(err)
 		}
 		used[status.Shard(c, shards)] = true
-		w, err := status.NewWriter(status.WriterOptions{Cluster: c, URL: url,
+		w, err := statuswriter.NewWriter(statuswriter.WriterOptions{Cluster: c, URL: url,
 			Auth: gitrepo.Auth{Username: gitserver.AgentUser(c), Password: srv.Password(gitserver.AgentUser(c))}})
 		if err != nil {
 			t.Fatal(err)
@@ -218,18 +219,18 @@ func TestStatusShardedRepos(t *testing.T) {
 		if code != ExitOK {
 			t.Fatalf("%s: exit %d\n%s", name, code, stderr)
 		}
-		var v fleetstatus.View
+		var v fleetview.View
 		if err := yaml.Unmarshal([]byte(stdout), &v); err != nil {
 			t.Fatalf("%s: -o yaml: %v\n%s", name, err, stdout)
 		}
-		if v.Summary[fleetstatus.StateInSync] != len(clusters) || len(v.Clusters) != len(clusters) {
+		if v.Summary[fleetview.StateInSync] != len(clusters) || len(v.Clusters) != len(clusters) {
 			t.Errorf("%s: summary %v, want %d InSync\n%s", name, v.Summary, len(clusters), stdout)
 		}
 	}
 	// Without the status repos the fleet repo has no status at all.
 	stdout, _, _ := runCLI(t, "status", "--repo", bare, "-o", "json")
-	var v fleetstatus.View
-	if err := json.Unmarshal([]byte(stdout), &v); err != nil || v.Summary[fleetstatus.StateNoStatus] != len(clusters) {
+	var v fleetview.View
+	if err := json.Unmarshal([]byte(stdout), &v); err != nil || v.Summary[fleetview.StateNoStatus] != len(clusters) {
 		t.Errorf("status without --status-repo: %v %v", v.Summary, err)
 	}
 }
@@ -307,7 +308,7 @@ func TestStatusClockSkewTolerance(t *testing.T) {
 	bare := srv.RepoPath("fleet")
 	rev := "main@sha1:" + srv.Head("fleet", "main")
 
-	w, err := status.NewWriter(status.WriterOptions{
+	w, err := statuswriter.NewWriter(statuswriter.WriterOptions{
 		Cluster: "member1", URL: url, HeartbeatInterval: 30 * time.Second,
 		Auth: gitrepo.Auth{Username: gitserver.AgentUser("member1"), Password: srv.Password(gitserver.AgentUser("member1"))},
 		Now:  func() time.Time { return time.Now().Add(time.Hour) },
@@ -322,13 +323,13 @@ func TestStatusClockSkewTolerance(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	member1 := func(args ...string) fleetstatus.ClusterView {
+	member1 := func(args ...string) fleetview.ClusterView {
 		t.Helper()
 		stdout, stderr, code := runCLI(t, append([]string{"status", "--repo", bare, "--cluster", "member1", "-o", "json"}, args...)...)
 		if code != ExitOK {
 			t.Fatalf("status %v: exit %d\n%s", args, code, stderr)
 		}
-		var v fleetstatus.View
+		var v fleetview.View
 		if err := json.Unmarshal([]byte(stdout), &v); err != nil {
 			t.Fatalf("%v\n%s", err, stdout)
 		}
@@ -337,10 +338,10 @@ func TestStatusClockSkewTolerance(t *testing.T) {
 		}
 		return v.Clusters[0]
 	}
-	if c := member1(); c.State != fleetstatus.StateClockSkew || c.ClockSkew == nil {
+	if c := member1(); c.State != fleetview.StateClockSkew || c.ClockSkew == nil {
 		t.Errorf("default tolerance: state %s, clock skew %v; want ClockSkew with the offset", c.State, c.ClockSkew)
 	}
-	if c := member1("--clock-skew-tolerance", "3h"); c.State != fleetstatus.StateInSync || c.ClockSkew != nil {
+	if c := member1("--clock-skew-tolerance", "3h"); c.State != fleetview.StateInSync || c.ClockSkew != nil {
 		t.Errorf("--clock-skew-tolerance 3h: state %s, clock skew %v; want InSync", c.State, c.ClockSkew)
 	}
 	// The table says so too, and a tolerance that is no tolerance is refused.

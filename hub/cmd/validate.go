@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/flotilla-gitops/flotilla/pkg/compile"
+	"github.com/flotilla-gitops/flotilla/hub/fleetrender"
 
 	"github.com/flotilla-gitops/flotilla/pkg/plural"
 )
@@ -77,7 +77,7 @@ func runValidate(ctx context.Context, stdout, stderr io.Writer, o *validateOptio
 	if err != nil {
 		return reportInputErrors(stdout, stderr, o.output, sum, err)
 	}
-	out, err := compile.Pipeline(ctx, repo, compile.PipelineOptions{ValidateOnly: true})
+	out, err := fleetrender.Pipeline(ctx, repo, fleetrender.PipelineOptions{ValidateOnly: true})
 	if err != nil {
 		return reportInputErrors(stdout, stderr, o.output, sum, err)
 	}

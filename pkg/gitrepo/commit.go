@@ -6,6 +6,8 @@ import (
 
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/object"
+
+	"github.com/flotilla-gitops/flotilla/pkg/gitrepo/signature"
 )
 
 // Signature is a commit author or committer.
@@ -30,10 +32,10 @@ type Commit struct {
 	payload []byte // the commit encoded without its signature: what was signed
 }
 
-// Verify checks the commit's signature against keys; see KeyRing.Verify.
-func (c Commit) Verify(keys *KeyRing) (Verification, error) {
+// Verify checks the commit's signature against keys; see signature.KeyRing.Verify.
+func (c Commit) Verify(keys *signature.KeyRing) (signature.Verification, error) {
 	if c.RawSignature == "" {
-		return Verification{}, ErrUnsigned
+		return signature.Verification{}, signature.ErrUnsigned
 	}
 	return keys.Verify(c.payload, c.RawSignature)
 }

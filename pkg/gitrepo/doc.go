@@ -56,7 +56,7 @@
 // BlobHash and ExportTreePaths (part of a tree) let plan leave a large
 // generated directory unexported.
 //
-// External sources (hub, pkg/gitsource): ResolveRef resolves a branch or
+// External sources (hub, hub/gitsource): ResolveRef resolves a branch or
 // tag of a remote with one ls-remote (peeling annotated tags); FetchTree
 // fetches one commit (depth 1, into a temporary store) and writes one
 // subtree of it, after checking the whole subtree against TreeLimits and
@@ -68,11 +68,9 @@
 // username, password, bearerToken, identity, known_hosts, ca.crt). Auth
 // never prints secrets, and URLs are redacted in errors.
 //
-// Signatures: ParseSigningKey makes a Signer from an OpenPGP or SSH private
-// key; KeyRing (ParseKeyRing, LoadKeyRing) holds trusted OpenPGP and SSH
-// public keys and Commit.Verify / KeyRing.Verify check a commit's signature
-// (ErrUnsigned, ErrUntrustedSigner, ErrBadSignature). SSH signatures are
-// git's gpg.format=ssh format (SSHSIG, namespace "git").
+// Signatures are pkg/gitrepo/signature's job (keys and the signature
+// formats, no Git transport): PushOptions.Signer signs the commits a push
+// makes, and Commit.Verify checks a commit against a signature.KeyRing.
 //
 // Backoff is the exponential backoff with jitter used between push
 // attempts, exported for the agent's retries.

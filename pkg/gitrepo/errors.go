@@ -41,12 +41,6 @@ var (
 	// ErrNotAncestor: a commit range's start is not an ancestor of its end
 	// (history was rewritten).
 	ErrNotAncestor = errors.New("not an ancestor")
-	// ErrUnsigned: the commit carries no signature.
-	ErrUnsigned = errors.New("commit is not signed")
-	// ErrUntrustedSigner: the commit is signed by a key that is not trusted.
-	ErrUntrustedSigner = errors.New("commit signed by an untrusted key")
-	// ErrBadSignature: the signature is malformed or does not match the commit.
-	ErrBadSignature = errors.New("bad commit signature")
 	// ErrTooLarge: a fetch would download more than the configured maximum
 	// (Source.MaxFetchSize); nothing of it is kept.
 	ErrTooLarge = errors.New("git fetch too large")

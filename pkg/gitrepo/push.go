@@ -20,6 +20,8 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/storer"
 	"github.com/go-git/go-git/v5/storage"
 	"github.com/go-git/go-git/v5/storage/memory"
+
+	"github.com/flotilla-gitops/flotilla/pkg/gitrepo/signature"
 )
 
 // PushOptions configure a Writer.
@@ -35,8 +37,8 @@ type PushOptions struct {
 	// make the ref hold more than MaxHistory commits is pushed instead as a
 	// single root commit with the same tree, with force, on that ref only.
 	MaxHistory int
-	// Signer signs every commit when set (see ParseSigningKey).
-	Signer Signer
+	// Signer signs every commit when set (see signature.ParseSigningKey).
+	Signer signature.Signer
 	// Guard, when set, sees the ref's current head before each commit is
 	// made on it (not when the ref does not exist): read returns a file of
 	// the head's tree. An error stops the push and is returned wrapped; the
@@ -290,7 +292,7 @@ func serverMessage(b *bytes.Buffer) string {
 }
 
 // makeCommit stores a commit, signed when signer is set.
-func makeCommit(st storage.Storer, tree plumbing.Hash, parents []plumbing.Hash, msg string, author Signature, signer Signer) (plumbing.Hash, error) {
+func makeCommit(st storage.Storer, tree plumbing.Hash, parents []plumbing.Hash, msg string, author Signature, signer signature.Signer) (plumbing.Hash, error) {
 	when := author.When
 	if when.IsZero() {
 		when = time.Now()

@@ -16,13 +16,14 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/flotilla-gitops/flotilla/pkg/gitrepo"
+	"github.com/flotilla-gitops/flotilla/pkg/gitrepo/signature"
 	"github.com/flotilla-gitops/flotilla/test/prereqs"
 	"github.com/flotilla-gitops/flotilla/test/testkeys"
 )
 
 // signedCommit pushes one signed commit into a new local bare repository
 // and returns the repository and the commit.
-func signedCommit(t *testing.T, signer gitrepo.Signer) (string, gitrepo.Commit) {
+func signedCommit(t *testing.T, signer signature.Signer) (string, gitrepo.Commit) {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "r.git")
 	git(t, "", "init", "-q", "--bare", dir)
@@ -51,7 +52,7 @@ func TestSignAndVerify(t *testing.T) {
 	}
 	for kind, key := range keys {
 		t.Run(kind, func(t *testing.T) {
-			signer, err := gitrepo.ParseSigningKey(key.Private, nil)
+			signer, err := signature.ParseSigningKey(key.Private, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -69,10 +70,10 @@ func TestSignAndVerify(t *testing.T) {
 				want error
 			}{
 				{"trusted", map[string][]byte{"k": []byte(key.Public), "o": []byte(others[kind].Public)}, nil},
-				{"other key only", map[string][]byte{"o": []byte(others[kind].Public)}, gitrepo.ErrUntrustedSigner},
-				{"no keys", nil, gitrepo.ErrUntrustedSigner},
+				{"other key only", map[string][]byte{"o": []byte(others[kind].Public)}, signature.ErrUntrustedSigner},
+				{"no keys", nil, signature.ErrUntrustedSigner},
 			} {
-				ring, err := gitrepo.ParseKeyRing(tc.ring)
+				ring, err := signature.ParseKeyRing(tc.ring)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -90,33 +91,33 @@ func TestSignAndVerify(t *testing.T) {
 
 func TestVerifyDetectsTampering(t *testing.T) {
 	key := testkeys.SSH(t, "member1")
-	signer, _ := gitrepo.ParseSigningKey(key.Private, nil)
+	signer, _ := signature.ParseSigningKey(key.Private, nil)
 	payload := []byte("tree 4b825dc642cb6eb9a060e54bf8d69288fbee4904\nauthor a <a@b> 1 +0000\ncommitter a <a@b> 1 +0000\n\nmsg\n")
 	sig, err := signer.Sign(bytes.NewReader(payload))
 	if err != nil {
 		t.Fatal(err)
 	}
-	ring, _ := gitrepo.ParseKeyRing(map[string][]byte{"k": []byte(key.Public)})
+	ring, _ := signature.ParseKeyRing(map[string][]byte{"k": []byte(key.Public)})
 	if _, err := ring.Verify(payload, string(sig)); err != nil {
 		t.Fatalf("untampered: %v", err)
 	}
 	tampered := bytes.Replace(payload, []byte("msg"), []byte("evil"), 1)
-	if _, err := ring.Verify(tampered, string(sig)); !errors.Is(err, gitrepo.ErrBadSignature) {
+	if _, err := ring.Verify(tampered, string(sig)); !errors.Is(err, signature.ErrBadSignature) {
 		t.Fatalf("tampered payload: %v, want ErrBadSignature", err)
 	}
 	broken := strings.Replace(string(sig), "A", "B", 3)
-	if _, err := ring.Verify(payload, broken); !errors.Is(err, gitrepo.ErrBadSignature) && !errors.Is(err, gitrepo.ErrUntrustedSigner) {
+	if _, err := ring.Verify(payload, broken); !errors.Is(err, signature.ErrBadSignature) && !errors.Is(err, signature.ErrUntrustedSigner) {
 		t.Fatalf("corrupted signature: %v", err)
 	}
-	if _, err := ring.Verify(payload, "-----BEGIN SOMETHING-----\n"); !errors.Is(err, gitrepo.ErrBadSignature) {
+	if _, err := ring.Verify(payload, "-----BEGIN SOMETHING-----\n"); !errors.Is(err, signature.ErrBadSignature) {
 		t.Fatalf("unknown format: %v", err)
 	}
 
 	pk := testkeys.PGP(t, "p")
-	psigner, _ := gitrepo.ParseSigningKey(pk.Private, nil)
+	psigner, _ := signature.ParseSigningKey(pk.Private, nil)
 	psig, _ := psigner.Sign(bytes.NewReader(payload))
-	pring, _ := gitrepo.ParseKeyRing(map[string][]byte{"p": []byte(pk.Public)})
-	if _, err := pring.Verify(tampered, string(psig)); !errors.Is(err, gitrepo.ErrBadSignature) {
+	pring, _ := signature.ParseKeyRing(map[string][]byte{"p": []byte(pk.Public)})
+	if _, err := pring.Verify(tampered, string(psig)); !errors.Is(err, signature.ErrBadSignature) {
 		t.Fatalf("tampered OpenPGP payload: %v, want ErrBadSignature", err)
 	}
 }
@@ -133,7 +134,7 @@ func TestSSHSignaturesInteroperateWithGit(t *testing.T) {
 	sshCfg := []string{"-c", "gpg.format=ssh", "-c", "gpg.ssh.allowedSignersFile=" + allowed}
 
 	// Ours → git.
-	signer, err := gitrepo.ParseSigningKey(key.Private, nil)
+	signer, err := signature.ParseSigningKey(key.Private, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,13 +153,13 @@ func TestSSHSignaturesInteroperateWithGit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := gitrepo.LoadKeyRing(keyDir + "/trusted"); err == nil {
+	if _, err := signature.LoadKeyRing(keyDir + "/trusted"); err == nil {
 		t.Fatal("LoadKeyRing of a missing dir succeeded")
 	}
 	trusted := filepath.Join(keyDir, "trusted")
 	os.Mkdir(trusted, 0o755)
 	os.WriteFile(filepath.Join(trusted, "allowed_signers"), []byte("member1@fleet "+key.Public), 0o644)
-	ring, err := gitrepo.LoadKeyRing(trusted)
+	ring, err := signature.LoadKeyRing(trusted)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,7 +183,7 @@ func TestOpenPGPSignaturesInteroperateWithGit(t *testing.T) {
 	if out, err := exec.Command("gpg", "--batch", "--quiet", "--import", filepath.Join(gnupg, "pub.asc")).CombinedOutput(); err != nil {
 		t.Fatalf("gpg import: %v: %s", err, out)
 	}
-	signer, err := gitrepo.ParseSigningKey(key.Private, nil)
+	signer, err := signature.ParseSigningKey(key.Private, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,20 +204,20 @@ func TestLoadKeyRingFromSecretVolume(t *testing.T) {
 	os.Symlink(filepath.Base(data), filepath.Join(dir, "..data"))
 	os.Symlink("..data/a.pub", filepath.Join(dir, "a.pub"))
 	os.Symlink("..data/b.asc", filepath.Join(dir, "b.asc"))
-	ring, err := gitrepo.LoadKeyRing(dir)
+	ring, err := signature.LoadKeyRing(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if ring.Len() != 2 {
 		t.Fatalf("ring has %d keys, want 2", ring.Len())
 	}
-	if _, err := gitrepo.ParseKeyRing(map[string][]byte{"bad": []byte("not a key\n")}); err == nil {
+	if _, err := signature.ParseKeyRing(map[string][]byte{"bad": []byte("not a key\n")}); err == nil {
 		t.Fatal("garbage accepted as a key")
 	}
 }
 
 func TestParseSigningKey(t *testing.T) {
-	if _, err := gitrepo.ParseSigningKey([]byte("garbage"), nil); err == nil {
+	if _, err := signature.ParseSigningKey([]byte("garbage"), nil); err == nil {
 		t.Fatal("garbage accepted")
 	}
 	// An encrypted OpenSSH key needs its passphrase.
@@ -226,19 +227,19 @@ func TestParseSigningKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	enc := pem.EncodeToMemory(block)
-	if _, err := gitrepo.ParseSigningKey(enc, nil); err == nil {
+	if _, err := signature.ParseSigningKey(enc, nil); err == nil {
 		t.Fatal("encrypted key parsed without passphrase")
 	}
-	if _, err := gitrepo.ParseSigningKey(enc, []byte("pw")); err != nil {
+	if _, err := signature.ParseSigningKey(enc, []byte("pw")); err != nil {
 		t.Fatalf("encrypted key with passphrase: %v", err)
 	}
 }
 
 func FuzzVerifySignature(f *testing.F) {
 	key := testkeys.SSH(f, "k")
-	signer, _ := gitrepo.ParseSigningKey(key.Private, nil)
+	signer, _ := signature.ParseSigningKey(key.Private, nil)
 	sig, _ := signer.Sign(strings.NewReader("payload"))
-	ring, _ := gitrepo.ParseKeyRing(map[string][]byte{"k": []byte(key.Public)})
+	ring, _ := signature.ParseKeyRing(map[string][]byte{"k": []byte(key.Public)})
 	f.Add(string(sig))
 	f.Add("-----BEGIN SSH SIGNATURE-----\nU1NIU0lHAAAAAQ==\n-----END SSH SIGNATURE-----\n")
 	f.Add("-----BEGIN PGP SIGNATURE-----\n\nwnUEABYKAB0WIQQ=\n-----END PGP SIGNATURE-----\n")
@@ -247,7 +248,7 @@ func FuzzVerifySignature(f *testing.F) {
 		if err == nil && (v.Format != "ssh" || v.Fingerprint == "") {
 			t.Fatalf("verified without saying by what: %+v", v)
 		}
-		if err != nil && !errors.Is(err, gitrepo.ErrBadSignature) && !errors.Is(err, gitrepo.ErrUntrustedSigner) && !errors.Is(err, gitrepo.ErrUnsigned) {
+		if err != nil && !errors.Is(err, signature.ErrBadSignature) && !errors.Is(err, signature.ErrUntrustedSigner) && !errors.Is(err, signature.ErrUnsigned) {
 			t.Fatalf("unclassified error: %v", err)
 		}
 	})
@@ -258,7 +259,7 @@ func FuzzParseKeyRing(f *testing.F) {
 	f.Add([]byte("principal@x ssh-ed25519 AAAA\n# comment\n"))
 	f.Add([]byte(testkeys.PGP(f, "p").Public))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		ring, err := gitrepo.ParseKeyRing(map[string][]byte{"f": b})
+		ring, err := signature.ParseKeyRing(map[string][]byte{"f": b})
 		if err == nil && ring.Len() == 0 {
 			t.Fatal("no error and no keys")
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/object"
 
 	"github.com/flotilla-gitops/flotilla/pkg/gitrepo"
+	"github.com/flotilla-gitops/flotilla/pkg/gitrepo/signature"
 )
 
 // localRepo makes a work tree with two commits (the second tagged, with an
@@ -122,7 +123,7 @@ func TestReadCommit(t *testing.T) {
 	if c.Hash != second || c.Message != "two\n" || len(c.Parents) != 1 || c.Parents[0] != first || c.RawSignature != "" {
 		t.Fatalf("ReadCommit = %+v", c)
 	}
-	if _, err := c.Verify(&gitrepo.KeyRing{}); !errors.Is(err, gitrepo.ErrUnsigned) {
+	if _, err := c.Verify(&signature.KeyRing{}); !errors.Is(err, signature.ErrUnsigned) {
 		t.Fatalf("Verify of an unsigned commit: %v", err)
 	}
 }

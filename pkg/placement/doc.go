@@ -4,6 +4,6 @@
 // replicaScheduling and a Divided GlobalJob), a Volcano job's minimum gang
 // (which pods, what they request) and its scaling into divided pieces, and
 // BestFit, the one cluster whose known capacity fits a whole gang. It does
-// no I/O: pkg/compile feeds it the repo and the clusters' reported capacity,
-// pkg/volcano the live nodes.
+// no I/O: hub/fleetrender feeds it the repo and the clusters' reported capacity,
+// agent/volcano the live nodes.
 package placement

@@ -27,7 +27,7 @@ var (
 // of an error clause about such a field (".data.k: expected string, got …",
 // "data[k]: Invalid value: …"),
 // credential-looking key=value pairs, and base64-looking blobs of 16
-// characters or more. It errs on removing too much. pkg/apply already masks
+// characters or more. It errs on removing too much. agent/apply already masks
 // Secret values in its errors; this is the last line before logs and Git, for
 // every message from any source (render errors print manifests too).
 func Text(msg string) string {

@@ -6,6 +6,6 @@
 // rule by which an agent holds a prune of most of a cluster (HoldsPrune).
 //
 // It imports nothing of the fleet model, so the agent links only this;
-// the compiler that produces slices is pkg/compile, which only the hub
+// the compiler that produces slices is hub/fleetrender, which only the hub
 // links.
 package slice

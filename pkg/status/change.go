@@ -41,7 +41,7 @@ func MeaningfullyChanged(old, cur *ClusterStatus) bool {
 // comparable is a normalized copy without the fields MeaningfullyChanged
 // ignores.
 func comparable(doc *ClusterStatus) *ClusterStatus {
-	d := normalized(doc)
+	d := Normalized(doc)
 	d.Heartbeat = metav1.Time{}
 	// Progress rides along with heartbeats; only its start (a cycle
 	// that outlasted a heartbeat tick) and its end are worth a commit.

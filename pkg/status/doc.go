@@ -1,9 +1,10 @@
 // Package status owns the ClusterStatus document an agent commits to its
-// own Git ref (refs/heads/flotilla/status/<cluster>) and the writer that
-// commits it only on meaningful change plus a heartbeat. The agent links
-// it, so it holds nothing the agent does not run or both sides do not
-// share: the hub's reading of every cluster's document into the fleet
-// view, and the judging of status commits, are in pkg/fleetstatus.
+// own Git ref (refs/heads/flotilla/status/<cluster>): its format, its
+// conditions and their reasons. It is the half of the Git contract that
+// runs from the agent to the hub, and it does no I/O: the agent's writer
+// that commits it is agent/statuswriter; the hub's reading of every
+// cluster's document into the fleet view, and the judging of status
+// commits, are in hub/fleetview.
 //
 // # The document
 //
@@ -33,39 +34,13 @@
 // Ready at) makes a document v1alpha4. Rollouts measure bake from
 // readySince and return aborted clusters to a hash in readyHashes.
 //
-// # Writing (agent)
+// # Reasons
 //
-//	w, err := status.NewWriter(status.WriterOptions{Cluster: "edge-1", URL: statusRepo, Auth: auth,
-//		HeartbeatInterval: 10 * time.Minute, Signer: signer, Registerer: reg})
-//	go w.Run(ctx)          // heartbeats, retries of a buffered document
-//	err = w.Publish(ctx, doc) // the agent loop's StatusSink
-//
-// A commit is made when the document changed meaningfully since the last
-// one, or when the heartbeat is due (HeartbeatInterval ± 10 % after the
-// last commit): one small commit changing the heartbeat line only. Commits
-// go to RefFor(cluster) only, authored "<cluster> <agent@<cluster>.flotilla>",
-// optionally signed (OpenPGP or SSH), through gitrepo.Writer (lost races
-// are retried on the new head; past MaxHistory commits the ref is squashed
-// into one, the only force push, guarded by a lease). While Git is
-// unreachable only the latest document is kept; it is pushed once, as one
-// commit, when Git returns. Metrics: flotilla_status_push_total{result},
-// flotilla_status_push_duration_seconds, flotilla_status_pending.
-// ShardURL spreads clusters over several status repos ({shard} in the URL)
-// by a stable hash of the cluster name; the hub reads them all
-// (ShardURLs).
-//
-// # Cluster instances
-//
-// WriterOptions.InstanceID (the agent's kube-system namespace UID) goes
-// into every document as instanceID, which makes it apiVersion v1alpha2
-// (a document without one stays v1alpha1). Before each commit the writer
-// reads the document on its ref; if it names another instance whose
-// heartbeat is younger than TakeOverAfter (3 heartbeat intervals) it
-// refuses: ErrInstanceConflict, flotilla_status_push_total{result=
-// "instance_conflict"}, the document stays pending and is retried. A
-// re-installed cluster thus takes its ref over once the old instance has
-// gone quiet, or at once with WriterOptions.TakeOver
-// (--status-take-over).
+// A Ready=False condition names its reason (Reason* in types.go). Failure
+// is an error that carries one, and whether it stalls (only a change in
+// Git can fix it): agent/apply, pkg/render, agent/volcano and agent/verify
+// return their errors as Failures (Stalling, Retrying), chosen where they
+// know why they failed, and the agent reads them with FailureOf.
 //
 // # Reading the conditions
 //

@@ -39,7 +39,7 @@ func Encode(doc *ClusterStatus) ([]byte, error) {
 	if doc == nil {
 		return nil, fmt.Errorf("encode status: %w: nil document", ErrInvalidDocument)
 	}
-	d := normalized(doc)
+	d := Normalized(doc)
 	if d.Cluster == "" {
 		return nil, fmt.Errorf("encode status: %w: cluster is empty", ErrInvalidDocument)
 	}
@@ -167,9 +167,9 @@ func orNone(s string) string {
 	return s
 }
 
-// normalized returns a deep copy of doc with its identity set and its lists
+// Normalized returns a deep copy of doc with its identity set and its lists
 // in a canonical order.
-func normalized(doc *ClusterStatus) *ClusterStatus {
+func Normalized(doc *ClusterStatus) *ClusterStatus {
 	d := doc.DeepCopy()
 	d.APIVersion, d.Kind = minVersion(d), Kind
 	sortConditions(d.Conditions)

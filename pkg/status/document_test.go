@@ -61,7 +61,7 @@ func TestEncodeDecodeRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatalf("decode: %v\n%s", err, text)
 	}
-	want := normalized(doc)
+	want := Normalized(doc)
 	if !equality.Semantic.DeepEqual(got, want) {
 		t.Errorf("round trip changed the document\n got: %+v\nwant: %+v", got, want)
 	}
@@ -127,7 +127,7 @@ func TestProgressVersion(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !equality.Semantic.DeepEqual(got, normalized(doc)) {
+	if !equality.Semantic.DeepEqual(got, Normalized(doc)) {
 		t.Errorf("round trip changed the document\n got: %+v\nwant: %+v", got.Progress, doc.Progress)
 	}
 	old := strings.Replace(string(data), APIVersionV1Alpha3, APIVersion, 1)
@@ -215,7 +215,7 @@ func FuzzDecode(f *testing.F) {
 		if err != nil {
 			t.Fatalf("re-encoded document does not decode: %v\n%s", err, out)
 		}
-		if !equality.Semantic.DeepEqual(normalized(doc), again) {
+		if !equality.Semantic.DeepEqual(Normalized(doc), again) {
 			t.Fatalf("round trip differs\n%s", out)
 		}
 	})
@@ -239,7 +239,7 @@ func TestReadinessVersion(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !equality.Semantic.DeepEqual(got, normalized(doc)) {
+	if !equality.Semantic.DeepEqual(got, Normalized(doc)) {
 		t.Errorf("round trip changed the document\n got: %+v\nwant: %+v", got.Units, doc.Units)
 	}
 	for _, v := range []string{APIVersion, APIVersionV1Alpha3} {

@@ -67,6 +67,11 @@ const (
 	ReasonSuspended = "Suspended"
 )
 
+// DefaultHeartbeatInterval is how often an agent commits its status when
+// nothing changed; the hub judges a document stale by it when the document
+// does not say its own interval.
+const DefaultHeartbeatInterval = 10 * time.Minute
+
 // RefFor is the status ref of a cluster.
 func RefFor(cluster string) string { return RefPrefix + cluster }
 

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flotilla-gitops/flotilla/pkg/plan"
+	"github.com/flotilla-gitops/flotilla/hub/plan"
 )
 
 // planGoal is the goal for a one-application change over 1,000

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flotilla-gitops/flotilla/pkg/compile"
+	"github.com/flotilla-gitops/flotilla/hub/fleetrender"
 	"github.com/flotilla-gitops/flotilla/pkg/slice"
 	"github.com/flotilla-gitops/flotilla/test/testenv"
 )
@@ -53,9 +53,9 @@ type renderRun struct {
 	wall    time.Duration
 	maxRSS  int64
 	summary struct {
-		Clusters int             `json:"clusters"`
-		Units    int             `json:"units"`
-		Changes  compile.Changes `json:"changes"`
+		Clusters int                 `json:"clusters"`
+		Units    int                 `json:"units"`
+		Changes  fleetrender.Changes `json:"changes"`
 	}
 }
 

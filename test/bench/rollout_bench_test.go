@@ -13,7 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
-	"github.com/flotilla-gitops/flotilla/pkg/compile"
+	"github.com/flotilla-gitops/flotilla/hub/fleetrender"
 	"github.com/flotilla-gitops/flotilla/pkg/slice"
 	"github.com/flotilla-gitops/flotilla/pkg/status"
 )
@@ -178,7 +178,7 @@ func snapshotCost(b *testing.B, repo, app string) (blobs, trees, packed int) {
 	}
 	snap := ""
 	for _, u := range s.Units {
-		if u.Name == app && len(u.Inputs) > 0 && strings.HasPrefix(u.Inputs[0].Path, compile.SnapshotDir+"/") {
+		if u.Name == app && len(u.Inputs) > 0 && strings.HasPrefix(u.Inputs[0].Path, fleetrender.SnapshotDir+"/") {
 			snap = strings.Join(strings.SplitN(u.Inputs[0].Path, "/", 4)[:3], "/")
 		}
 	}
@@ -202,7 +202,7 @@ func snapshotCost(b *testing.B, repo, app string) (blobs, trees, packed int) {
 	}
 	// The snapshots/ and rendered/ trees change with any snapshot; count
 	// them too, they are the snapshot's cost.
-	for _, p := range []string{compile.SnapshotDir, slice.RenderedDir} {
+	for _, p := range []string{fleetrender.SnapshotDir, slice.RenderedDir} {
 		ids = append(ids, git(b, repo, "rev-parse", "HEAD:"+p))
 		trees++
 	}

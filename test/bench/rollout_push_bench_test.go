@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/flotilla-gitops/flotilla/agent/statuswriter"
 	"github.com/flotilla-gitops/flotilla/pkg/gitrepo"
 	"github.com/flotilla-gitops/flotilla/pkg/slice"
 	"github.com/flotilla-gitops/flotilla/pkg/status"
@@ -96,7 +97,7 @@ func pushBenchConfigMap(version string) string {
 type pushBenchAgent struct {
 	name    string
 	cluster *testenv.Cluster
-	writer  *status.Writer
+	writer  *statuswriter.Writer
 }
 
 // live is the version web's ConfigMap holds on the cluster.
@@ -355,7 +356,7 @@ func startPushBenchAgent(b *testing.B, srv *gitserver.Server, url, name string, 
 	b.Helper()
 	user := gitserver.AgentUser(name)
 	auth := gitrepo.Auth{Username: user, Password: srv.Password(user)}
-	w, err := status.NewWriter(status.WriterOptions{
+	w, err := statuswriter.NewWriter(statuswriter.WriterOptions{
 		Cluster: name, URL: url, Auth: auth, Timeout: 20 * time.Second,
 		RetryBackoff: gitrepo.Backoff{Initial: 200 * time.Millisecond, Max: 2 * time.Second},
 	})

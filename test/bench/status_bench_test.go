@@ -14,7 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flotilla-gitops/flotilla/pkg/fleetstatus"
+	"github.com/flotilla-gitops/flotilla/agent/statuswriter"
+	"github.com/flotilla-gitops/flotilla/hub/fleetview"
 	"github.com/flotilla-gitops/flotilla/pkg/gitrepo"
 	"github.com/flotilla-gitops/flotilla/pkg/status"
 	"github.com/flotilla-gitops/flotilla/test/gitserver"
@@ -65,7 +66,7 @@ func BenchmarkStatusPushContention(b *testing.B) {
 		)
 		gate := make(chan struct{})
 		for _, c := range clusters {
-			w, err := status.NewWriter(status.WriterOptions{Cluster: c, URL: url, Timeout: 2 * time.Minute,
+			w, err := statuswriter.NewWriter(statuswriter.WriterOptions{Cluster: c, URL: url, Timeout: 2 * time.Minute,
 				Auth: gitrepo.Auth{Username: gitserver.AgentUser(c), Password: srv.Password(gitserver.AgentUser(c))}})
 			if err != nil {
 				b.Fatal(err)
@@ -153,7 +154,7 @@ func BenchmarkStatusHeartbeat(b *testing.B) {
 		url := srv.MustCreateRepo(b, "fleet", dir)
 		rev := "main@sha1:" + srv.Head("fleet", "main")
 		now := benchT0
-		w, err := status.NewWriter(status.WriterOptions{Cluster: "member1", URL: url, HeartbeatJitter: -1, Now: func() time.Time { return now },
+		w, err := statuswriter.NewWriter(statuswriter.WriterOptions{Cluster: "member1", URL: url, HeartbeatJitter: -1, Now: func() time.Time { return now },
 			Auth: gitrepo.Auth{Username: gitserver.AgentUser("member1"), Password: srv.Password(gitserver.AgentUser("member1"))}})
 		if err != nil {
 			b.Fatal(err)
@@ -218,7 +219,7 @@ func BenchmarkStatusRead1000(b *testing.B) {
 
 		// In process first (go test -cpuprofile shows where the time goes).
 		start := time.Now()
-		if _, err := fleetstatus.Read(context.Background(), fleetstatus.ReadOptions{Repo: repo}); err != nil {
+		if _, err := fleetview.Read(context.Background(), fleetview.ReadOptions{Repo: repo}); err != nil {
 			b.Fatal(err)
 		}
 		inProcess := time.Since(start)
@@ -234,11 +235,11 @@ func BenchmarkStatusRead1000(b *testing.B) {
 		if err != nil {
 			b.Fatalf("flotilla status: %v\n%s", err, stderr.String())
 		}
-		var v fleetstatus.View
+		var v fleetview.View
 		if err := json.Unmarshal(stdout.Bytes(), &v); err != nil {
 			b.Fatal(err)
 		}
-		if len(v.Clusters) != clusters || v.Summary[fleetstatus.StateInSync] != clusters-10 || v.Summary[fleetstatus.StateBehind] != 10 {
+		if len(v.Clusters) != clusters || v.Summary[fleetview.StateInSync] != clusters-10 || v.Summary[fleetview.StateBehind] != 10 {
 			b.Errorf("view: %d clusters, summary %v; want %d, %d InSync, 10 Behind", len(v.Clusters), v.Summary, clusters, clusters-10)
 		}
 		var rss int64
@@ -259,7 +260,7 @@ func BenchmarkStatusRead1000(b *testing.B) {
 				b.Errorf("flotilla status over %d clusters took %v, goal ≤ %v", clusters, wall, statusReadGoal)
 			}
 		}
-		b.Logf("flotilla status over %d clusters (20 units each) from a local repo: %v wall, %v CPU, peak RSS %d MiB (%s the %v goal); fleetstatus.Read in process %v; load average %s",
+		b.Logf("flotilla status over %d clusters (20 units each) from a local repo: %v wall, %v CPU, peak RSS %d MiB (%s the %v goal); fleetview.Read in process %v; load average %s",
 			clusters, wall.Round(time.Millisecond), cpu.Round(time.Millisecond), rss>>20, verdict, statusReadGoal, inProcess.Round(time.Millisecond), LoadAverage())
 
 		// Rollout of the commit that changed 10 slices.
@@ -268,11 +269,11 @@ func BenchmarkStatusRead1000(b *testing.B) {
 		if err != nil {
 			b.Fatalf("flotilla status rollout: %v", err)
 		}
-		var r fleetstatus.RolloutView
+		var r fleetview.RolloutView
 		if err := json.Unmarshal(out, &r); err != nil {
 			b.Fatal(err)
 		}
-		if r.Summary[fleetstatus.RolloutUnaffected] != clusters-10 {
+		if r.Summary[fleetview.RolloutUnaffected] != clusters-10 {
 			b.Errorf("rollout summary %v", r.Summary)
 		}
 		b.ReportMetric(time.Since(start).Seconds(), "s/rollout-1000")

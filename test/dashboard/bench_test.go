@@ -11,8 +11,8 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/flotilla-gitops/flotilla/pkg/dashboard"
-	"github.com/flotilla-gitops/flotilla/pkg/fleetstatus"
+	"github.com/flotilla-gitops/flotilla/hub/dashboard"
+	"github.com/flotilla-gitops/flotilla/hub/fleetview"
 	"github.com/flotilla-gitops/flotilla/test/bench"
 	"github.com/flotilla-gitops/flotilla/test/gitserver"
 )
@@ -46,7 +46,7 @@ func BenchmarkDashboard1000(b *testing.B) {
 		repo, _ := bench.StatusFleetRepo(b, srv, clusters)
 
 		start := time.Now()
-		snap, err := fleetstatus.ReadSnapshot(context.Background(), fleetstatus.ReadOptions{Repo: repo})
+		snap, err := fleetview.ReadSnapshot(context.Background(), fleetview.ReadOptions{Repo: repo})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -17,7 +17,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/flotilla-gitops/flotilla/pkg/bootstrap"
+	"github.com/flotilla-gitops/flotilla/hub/bootstrap"
 	istiocrds "github.com/flotilla-gitops/flotilla/test/fixtures/istio-crds"
 	"github.com/flotilla-gitops/flotilla/test/gitserver"
 	"github.com/flotilla-gitops/flotilla/test/testenv"

@@ -18,7 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/flotilla-gitops/flotilla/pkg/fleetstatus"
+	"github.com/flotilla-gitops/flotilla/hub/fleetview"
 	"github.com/flotilla-gitops/flotilla/test/demo"
 )
 
@@ -47,7 +47,7 @@ func TestDemo(t *testing.T) {
 		t.Fatalf("%v\nprogress:\n%s", err, out.String())
 	}
 	for _, c := range view.Clusters {
-		if c.State != fleetstatus.StateInSync || c.UnitsTotal == 0 || c.UnitsReady != c.UnitsTotal || c.AppliedRevision == "" {
+		if c.State != fleetview.StateInSync || c.UnitsTotal == 0 || c.UnitsReady != c.UnitsTotal || c.AppliedRevision == "" {
 			t.Errorf("cluster %s: %+v", c.Name, c)
 		}
 	}
@@ -60,7 +60,7 @@ func TestDemo(t *testing.T) {
 			t.Errorf("status table lacks %s:\n%s", name, table)
 		}
 	}
-	if got := strings.Count(table, string(fleetstatus.StateInSync)); got < len(demo.Clusters) {
+	if got := strings.Count(table, string(fleetview.StateInSync)); got < len(demo.Clusters) {
 		t.Errorf("status table shows %d InSync, want %d:\n%s", got, len(demo.Clusters), table)
 	}
 	t.Logf("progress:\n%s\n%s", out.String(), table)

@@ -8,17 +8,17 @@ import (
 	"strings"
 	"time"
 
-	"github.com/flotilla-gitops/flotilla/pkg/fleetstatus"
+	"github.com/flotilla-gitops/flotilla/hub/fleetview"
 	"github.com/flotilla-gitops/flotilla/pkg/status"
 )
 
 // WaitInSync polls `flotilla status` until every cluster is InSync at the
 // fleet repo's head, printing each change of a cluster's state.
-func (f *Fleet) WaitInSync(ctx context.Context, timeout time.Duration) (*fleetstatus.View, error) {
+func (f *Fleet) WaitInSync(ctx context.Context, timeout time.Duration) (*fleetview.View, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	last := map[string]string{}
-	var view *fleetstatus.View
+	var view *fleetview.View
 	for {
 		for _, a := range f.agents {
 			select {
@@ -40,7 +40,7 @@ func (f *Fleet) WaitInSync(ctx context.Context, timeout time.Duration) (*fleetst
 					f.logf("  %-8s %s", c.Name, line)
 					last[c.Name] = line
 				}
-				if c.State == fleetstatus.StateInSync {
+				if c.State == fleetview.StateInSync {
 					inSync++
 				}
 			}
@@ -84,7 +84,7 @@ func (f *Fleet) WaitJobCompleted(ctx context.Context, cluster, name string, time
 	for {
 		out, err := f.Run(ctx, "", f.Flotilla(), f.StatusArgs("jobs", "--cluster", cluster, "-o", "json")...)
 		if err == nil {
-			v := &fleetstatus.JobsView{}
+			v := &fleetview.JobsView{}
 			if err = json.Unmarshal([]byte(out), v); err != nil {
 				return nil, fmt.Errorf("flotilla status jobs -o json: %w", err)
 			}
@@ -120,12 +120,12 @@ func (f *Fleet) WaitJobCompleted(ctx context.Context, cluster, name string, time
 }
 
 // Status runs `flotilla status -o json` against the fleet repo.
-func (f *Fleet) Status(ctx context.Context) (*fleetstatus.View, error) {
+func (f *Fleet) Status(ctx context.Context) (*fleetview.View, error) {
 	out, err := f.Run(ctx, "", f.Flotilla(), f.StatusArgs("-o", "json")...)
 	if err != nil {
 		return nil, err
 	}
-	v := &fleetstatus.View{}
+	v := &fleetview.View{}
 	if err := json.Unmarshal([]byte(out), v); err != nil {
 		return nil, fmt.Errorf("flotilla status -o json: %w", err)
 	}

@@ -12,7 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/flotilla-gitops/flotilla/pkg/fleetstatus"
+	"github.com/flotilla-gitops/flotilla/hub/fleetview"
 	"github.com/flotilla-gitops/flotilla/pkg/status"
 	"github.com/flotilla-gitops/flotilla/test/fleetrepo"
 	"github.com/flotilla-gitops/flotilla/test/gitserver"
@@ -115,14 +115,14 @@ func TestTwoAgentsOneClusterName(t *testing.T) {
 		}
 	}
 
-	v, err := fleetstatus.Read(testCtx(t), fleetstatus.ReadOptions{Repo: srv.RepoPath(cluster), Branch: "main", Clusters: []string{cluster}})
+	v, err := fleetview.Read(testCtx(t), fleetview.ReadOptions{Repo: srv.RepoPath(cluster), Branch: "main", Clusters: []string{cluster}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(v.Clusters) != 1 {
-		t.Fatalf("fleetstatus.Read: %d clusters, want %s", len(v.Clusters), cluster)
+		t.Fatalf("fleetview.Read: %d clusters, want %s", len(v.Clusters), cluster)
 	}
-	if cv := v.Clusters[0]; cv.InstanceID != uidA || cv.State == fleetstatus.StateConflict {
-		t.Errorf("fleetstatus.Read: %s instance %q, state %s; want the first instance %s, no Conflict", cv.Name, cv.InstanceID, cv.State, uidA)
+	if cv := v.Clusters[0]; cv.InstanceID != uidA || cv.State == fleetview.StateConflict {
+		t.Errorf("fleetview.Read: %s instance %q, state %s; want the first instance %s, no Conflict", cv.Name, cv.InstanceID, cv.State, uidA)
 	}
 }

@@ -10,7 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/flotilla-gitops/flotilla/pkg/fleetstatus"
+	"github.com/flotilla-gitops/flotilla/hub/fleetview"
 	"github.com/flotilla-gitops/flotilla/pkg/slice"
 	"github.com/flotilla-gitops/flotilla/pkg/status"
 	"github.com/flotilla-gitops/flotilla/test/fleetrepo"
@@ -75,7 +75,7 @@ func TestAgentSuspend(t *testing.T) {
 	// The status commit says so, and so does the hub's fleet view
 	// (`flotilla status`).
 	waitFor(t, 2*time.Minute, "flotilla status to show web Suspended", func() (bool, string) {
-		v, err := fleetstatus.Read(testCtx(t), fleetstatus.ReadOptions{Repo: srv.RepoPath(cluster), Branch: "main", Clusters: []string{cluster}})
+		v, err := fleetview.Read(testCtx(t), fleetview.ReadOptions{Repo: srv.RepoPath(cluster), Branch: "main", Clusters: []string{cluster}})
 		if err != nil {
 			return false, err.Error()
 		}

@@ -9,9 +9,9 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/flotilla-gitops/flotilla/pkg/apply"
-	"github.com/flotilla-gitops/flotilla/pkg/compile"
-	"github.com/flotilla-gitops/flotilla/pkg/fleet"
+	"github.com/flotilla-gitops/flotilla/agent/apply"
+	"github.com/flotilla-gitops/flotilla/hub/fleet"
+	"github.com/flotilla-gitops/flotilla/hub/fleetrender"
 	"github.com/flotilla-gitops/flotilla/pkg/render"
 	"github.com/flotilla-gitops/flotilla/pkg/slice"
 	"github.com/flotilla-gitops/flotilla/test/agentproc"
@@ -73,11 +73,11 @@ func (r *fleetExtRepo) renderAndApply() (*slice.Slice, map[string]*apply.UnitRes
 	if err != nil {
 		t.Fatalf("load: %v", err)
 	}
-	out, err := compile.Compile(ctx, repo, compile.Options{})
+	out, err := fleetrender.Compile(ctx, repo, fleetrender.Options{})
 	if err != nil {
 		t.Fatalf("compile: %v", err)
 	}
-	if _, err := compile.Write(ctx, r.root, out, compile.WriteOptions{}); err != nil {
+	if _, err := fleetrender.Write(ctx, r.root, out, fleetrender.WriteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	var s *slice.Slice

@@ -12,7 +12,8 @@ import (
 	"time"
 
 	"github.com/flotilla-gitops/flotilla/agent/reconcile"
-	"github.com/flotilla-gitops/flotilla/pkg/fleetstatus"
+	"github.com/flotilla-gitops/flotilla/agent/statuswriter"
+	"github.com/flotilla-gitops/flotilla/hub/fleetview"
 	"github.com/flotilla-gitops/flotilla/pkg/gitrepo"
 	"github.com/flotilla-gitops/flotilla/pkg/status"
 	"github.com/flotilla-gitops/flotilla/test/agentproc"
@@ -79,7 +80,7 @@ func TestLongHealthWaitKeepsTheClusterReachable(t *testing.T) {
 	// startAgent wires an agent as the binary does: status to a file in
 	// the cache and to the status ref, a heartbeat every second.
 	startAgent := func() *agentproc.InProcess {
-		w, err := status.NewWriter(status.WriterOptions{
+		w, err := statuswriter.NewWriter(statuswriter.WriterOptions{
 			Cluster: cluster, URL: repo.URL, Auth: auth, Timeout: 20 * time.Second, HeartbeatInterval: time.Second,
 			RetryBackoff: gitrepo.Backoff{Initial: 200 * time.Millisecond, Max: time.Second},
 		})
@@ -95,8 +96,8 @@ func TestLongHealthWaitKeepsTheClusterReachable(t *testing.T) {
 		a.Start()
 		return a
 	}
-	view := func() (*fleetstatus.ClusterView, string) {
-		v, err := fleetstatus.Read(testCtx(t), fleetstatus.ReadOptions{Repo: srv.RepoPath("fleet"), Branch: "main", Clusters: []string{cluster}})
+	view := func() (*fleetview.ClusterView, string) {
+		v, err := fleetview.Read(testCtx(t), fleetview.ReadOptions{Repo: srv.RepoPath("fleet"), Branch: "main", Clusters: []string{cluster}})
 		if err != nil {
 			return nil, err.Error()
 		}
@@ -104,19 +105,19 @@ func TestLongHealthWaitKeepsTheClusterReachable(t *testing.T) {
 			return nil, fmt.Sprintf("%d clusters", len(v.Clusters))
 		}
 		var out bytes.Buffer
-		if err := fleetstatus.WriteFleet(&out, v, "table"); err != nil {
+		if err := fleetview.WriteFleet(&out, v, "table"); err != nil {
 			return nil, err.Error()
 		}
 		return &v.Clusters[0], out.String()
 	}
-	waitsForSlow := func(cv *fleetstatus.ClusterView) bool {
+	waitsForSlow := func(cv *fleetview.ClusterView) bool {
 		return cv != nil && cv.Progress != nil && slices.ContainsFunc(cv.Progress.Units, func(u status.UnitProgress) bool { return u.Name == "slow" })
 	}
 
 	a := startAgent()
 	waitFor(t, 2*time.Minute, "the first agent's status InSync", func() (bool, string) {
 		cv, out := view()
-		return cv != nil && cv.State == fleetstatus.StateInSync, out
+		return cv != nil && cv.State == fleetview.StateInSync, out
 	})
 	a.Stop()
 
@@ -144,7 +145,7 @@ func TestLongHealthWaitKeepsTheClusterReachable(t *testing.T) {
 		if cv == nil {
 			t.Fatalf("status: %s", out)
 		}
-		if cv.State == fleetstatus.StateUnreachable {
+		if cv.State == fleetview.StateUnreachable {
 			t.Fatalf("the cluster is Unreachable while its agent waits for a unit:\n%s", out)
 		}
 		polls++
@@ -161,7 +162,7 @@ func TestLongHealthWaitKeepsTheClusterReachable(t *testing.T) {
 	const waitingFor = "waiting for Deployment/" + ns + "/slow: InProgress"
 	waitFor(t, 2*time.Minute, "status naming what the slow unit waits for", func() (bool, string) {
 		cv, out := view()
-		return cv != nil && slices.ContainsFunc(cv.WaitingUnits, func(w fleetstatus.UnitWaiting) bool {
+		return cv != nil && slices.ContainsFunc(cv.WaitingUnits, func(w fleetview.UnitWaiting) bool {
 			return w.Unit == "slow" && strings.HasPrefix(w.Message, waitingFor)
 		}) && strings.Contains(out, "Waiting units") && strings.Contains(out, cluster+"/slow: "+waitingFor), out
 	})

@@ -15,7 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/flotilla-gitops/flotilla/pkg/bootstrap"
+	"github.com/flotilla-gitops/flotilla/hub/bootstrap"
 	"github.com/flotilla-gitops/flotilla/test/testenv"
 )
 

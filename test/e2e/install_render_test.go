@@ -17,7 +17,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	agentcmd "github.com/flotilla-gitops/flotilla/agent/cmd"
-	"github.com/flotilla-gitops/flotilla/pkg/bootstrap"
+	"github.com/flotilla-gitops/flotilla/hub/bootstrap"
 	"github.com/flotilla-gitops/flotilla/pkg/render"
 	"github.com/flotilla-gitops/flotilla/pkg/slice"
 )
@@ -149,7 +149,7 @@ func TestInstallKustomizeEqualsHelm(t *testing.T) {
 }
 
 // TestInstallManifestsPinTheAgentImage: the base, the chart's appVersion and
-// pkg/bootstrap agree on the image, and the chart honours image values.
+// hub/bootstrap agree on the image, and the chart honours image values.
 func TestInstallManifestsPinTheAgentImage(t *testing.T) {
 	want := bootstrap.ImageRepository + ":" + bootstrap.ManifestsImageTag
 	for _, o := range renderKustomize(t, "manifests/base") {
@@ -189,7 +189,7 @@ func containerImage(t testing.TB, ds *unstructured.Unstructured, name string) st
 }
 
 // TestInstallSettingsAreAgentFlags: every FLOTILLA_* variable and every
-// argument the manifests, the chart and pkg/bootstrap give the agent names
+// argument the manifests, the chart and hub/bootstrap give the agent names
 // a real flotilla-agent flag. The agent ignores unknown variables, so a typo
 // there would silently do nothing.
 func TestInstallSettingsAreAgentFlags(t *testing.T) {

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	hubcmd "github.com/flotilla-gitops/flotilla/hub/cmd"
-	"github.com/flotilla-gitops/flotilla/pkg/plan"
+	"github.com/flotilla-gitops/flotilla/hub/plan"
 	"github.com/flotilla-gitops/flotilla/test/agentproc"
 	"github.com/flotilla-gitops/flotilla/test/golden"
 )

@@ -16,7 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/flotilla-gitops/flotilla/pkg/identity"
+	"github.com/flotilla-gitops/flotilla/hub/identity"
 )
 
 // The policy test's objects are cluster-wide (policies) or in namespaces

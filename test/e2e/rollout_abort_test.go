@@ -11,8 +11,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/flotilla-gitops/flotilla/pkg/compile"
-	"github.com/flotilla-gitops/flotilla/pkg/rollout"
+	"github.com/flotilla-gitops/flotilla/hub/fleetrender"
+	"github.com/flotilla-gitops/flotilla/hub/rollout"
 	"github.com/flotilla-gitops/flotilla/pkg/slice"
 	"github.com/flotilla-gitops/flotilla/test/fleetrepo"
 	"github.com/flotilla-gitops/flotilla/test/testenv"
@@ -79,7 +79,7 @@ func TestRolloutAbortAfterAFailedRevision(t *testing.T) {
 	repo.Write(t, "apps/web/manifests/cm.yaml", waveConfigMap("web", "v3"))
 	hubRender(t, repo.Dir)
 	repo.Push(t, "web v3, the fix")
-	st, err := compile.CommittedAt(dir).State("web")
+	st, err := fleetrender.CommittedAt(dir).State("web")
 	if err != nil || st == nil || st.Previous["a1"] != v2 || len(st.Earlier["a1"]) == 0 || st.Earlier["a1"][0] != v1 {
 		t.Fatalf("the fix's rollout state: %+v %v; want a1's v2 in previous and v1 in earlier", st, err)
 	}

@@ -17,9 +17,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/flotilla-gitops/flotilla/agent/reconcile"
+	"github.com/flotilla-gitops/flotilla/agent/statuswriter"
+	"github.com/flotilla-gitops/flotilla/hub/rollout"
 	"github.com/flotilla-gitops/flotilla/pkg/gitrepo"
-	"github.com/flotilla-gitops/flotilla/pkg/rollout"
-	"github.com/flotilla-gitops/flotilla/pkg/status"
 	"github.com/flotilla-gitops/flotilla/test/agentproc"
 	"github.com/flotilla-gitops/flotilla/test/fleetrepo"
 	"github.com/flotilla-gitops/flotilla/test/testenv"
@@ -95,7 +95,7 @@ func startWaveAgent(t *testing.T, r *fleetrepo.Repo, name string, c *testenv.Clu
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := status.NewWriter(status.WriterOptions{
+	w, err := statuswriter.NewWriter(statuswriter.WriterOptions{
 		Cluster: name, URL: r.URL, Auth: auth, Timeout: 20 * time.Second,
 		RetryBackoff: gitrepo.Backoff{Initial: 200 * time.Millisecond, Max: 2 * time.Second},
 	})

@@ -9,8 +9,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/flotilla-gitops/flotilla/hub/traffic"
 	"github.com/flotilla-gitops/flotilla/pkg/slice"
-	"github.com/flotilla-gitops/flotilla/pkg/traffic"
 )
 
 const trafficNS = "fleetext-traffic"

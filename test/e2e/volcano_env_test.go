@@ -15,13 +15,14 @@ import (
 	batchv1alpha1 "volcano.sh/apis/pkg/apis/batch/v1alpha1"
 	schedulingv1beta1 "volcano.sh/apis/pkg/apis/scheduling/v1beta1"
 
+	"github.com/flotilla-gitops/flotilla/agent/apply"
 	"github.com/flotilla-gitops/flotilla/agent/reconcile"
+	"github.com/flotilla-gitops/flotilla/agent/statuswriter"
+	"github.com/flotilla-gitops/flotilla/agent/volcano"
 	hubcmd "github.com/flotilla-gitops/flotilla/hub/cmd"
-	"github.com/flotilla-gitops/flotilla/pkg/apply"
-	"github.com/flotilla-gitops/flotilla/pkg/fleetstatus"
+	"github.com/flotilla-gitops/flotilla/hub/fleetview"
 	"github.com/flotilla-gitops/flotilla/pkg/gitrepo"
 	"github.com/flotilla-gitops/flotilla/pkg/status"
-	"github.com/flotilla-gitops/flotilla/pkg/volcano"
 	"github.com/flotilla-gitops/flotilla/test/agentproc"
 	"github.com/flotilla-gitops/flotilla/test/gitserver"
 	"github.com/flotilla-gitops/flotilla/test/testenv"
@@ -60,7 +61,7 @@ func startJobAgent(t *testing.T, spec jobAgentSpec) *jobAgent {
 	}
 	cfg := spec.cluster.RESTConfig()
 	cfg.QPS, cfg.Burst = 100, 200
-	w, err := status.NewWriter(status.WriterOptions{
+	w, err := statuswriter.NewWriter(statuswriter.WriterOptions{
 		Cluster: spec.name, URL: spec.srv.URL(spec.repo), Auth: auth, Timeout: 20 * time.Second,
 		RetryBackoff: gitrepo.Backoff{Initial: 200 * time.Millisecond, Max: 2 * time.Second},
 	})
@@ -182,20 +183,20 @@ func hubOutput(t *testing.T, args ...string) (stdout, stderr string, err error) 
 }
 
 // statusJobs runs `flotilla status jobs -o json` against the Git server.
-func statusJobs(t *testing.T, srv *gitserver.Server, repo, creds, cache string) (*fleetstatus.JobsView, error) {
+func statusJobs(t *testing.T, srv *gitserver.Server, repo, creds, cache string) (*fleetview.JobsView, error) {
 	t.Helper()
 	out, err := hub(t, "status", "jobs", "--repo", srv.URL(repo), "--git-credentials-dir", creds, "--cache-dir", cache, "-o", "json")
 	if err != nil {
 		return nil, err
 	}
-	v := &fleetstatus.JobsView{}
+	v := &fleetview.JobsView{}
 	if err := json.Unmarshal([]byte(out), v); err != nil {
 		return nil, fmt.Errorf("decode %q: %w", out, err)
 	}
 	return v, nil
 }
 
-func rowOf(v *fleetstatus.JobsView, cluster, name string) *fleetstatus.JobRow {
+func rowOf(v *fleetview.JobsView, cluster, name string) *fleetview.JobRow {
 	for i := range v.Jobs {
 		if v.Jobs[i].Cluster == cluster && v.Jobs[i].Name == name {
 			return &v.Jobs[i]

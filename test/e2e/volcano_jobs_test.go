@@ -12,11 +12,11 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	batchv1alpha1 "volcano.sh/apis/pkg/apis/batch/v1alpha1"
 
-	"github.com/flotilla-gitops/flotilla/pkg/compile"
-	"github.com/flotilla-gitops/flotilla/pkg/fleet"
+	"github.com/flotilla-gitops/flotilla/agent/volcano"
+	"github.com/flotilla-gitops/flotilla/hub/fleet"
+	"github.com/flotilla-gitops/flotilla/hub/fleetrender"
 	"github.com/flotilla-gitops/flotilla/pkg/slice"
 	"github.com/flotilla-gitops/flotilla/pkg/status"
-	"github.com/flotilla-gitops/flotilla/pkg/volcano"
 	"github.com/flotilla-gitops/flotilla/test/agentproc"
 	"github.com/flotilla-gitops/flotilla/test/fleetrepo"
 	"github.com/flotilla-gitops/flotilla/test/gitserver"
@@ -321,7 +321,7 @@ func TestVolcanoJobs(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		out, err := compile.Compile(context.Background(), repoNoStatus, compile.Options{})
+		out, err := fleetrender.Compile(context.Background(), repoNoStatus, fleetrender.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -472,7 +472,7 @@ func TestVolcanoJobs(t *testing.T) {
 }
 
 // jobClusters names the clusters that have unit in out.
-func jobClusters(out *compile.Output, unit string) string {
+func jobClusters(out *fleetrender.Output, unit string) string {
 	var names []string
 	for _, co := range out.Clusters {
 		for _, u := range co.Slice.Units {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/flotilla-gitops/flotilla/pkg/gitrepo"
+	"github.com/flotilla-gitops/flotilla/pkg/gitrepo/signature"
 	"github.com/flotilla-gitops/flotilla/test/gitserver"
 	"github.com/flotilla-gitops/flotilla/test/treefile"
 )
@@ -75,7 +76,7 @@ func (r *Repo) Push(t testing.TB, msg string) string {
 }
 
 // PushSigned is Push with a commit signed by signer.
-func (r *Repo) PushSigned(t testing.TB, msg string, signer gitrepo.Signer) string {
+func (r *Repo) PushSigned(t testing.TB, msg string, signer signature.Signer) string {
 	t.Helper()
 	files, now := r.changes(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

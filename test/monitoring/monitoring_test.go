@@ -18,10 +18,10 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/flotilla-gitops/flotilla/agent/metrics"
-	"github.com/flotilla-gitops/flotilla/pkg/dashboard"
-	"github.com/flotilla-gitops/flotilla/pkg/rollout"
-	"github.com/flotilla-gitops/flotilla/pkg/status"
-	"github.com/flotilla-gitops/flotilla/pkg/verify"
+	"github.com/flotilla-gitops/flotilla/agent/statuswriter"
+	"github.com/flotilla-gitops/flotilla/agent/verify"
+	"github.com/flotilla-gitops/flotilla/hub/dashboard"
+	"github.com/flotilla-gitops/flotilla/hub/rollout"
 )
 
 const dir = "../../manifests/monitoring"
@@ -46,7 +46,7 @@ func exported(t *testing.T) map[string]bool {
 		t.Fatal(err)
 	}
 	refused(verify.ReasonUnsigned)
-	if _, err := status.NewWriter(status.WriterOptions{Cluster: "c", URL: "https://git.example.com/fleet.git", Registerer: m.Registry()}); err != nil {
+	if _, err := statuswriter.NewWriter(statuswriter.WriterOptions{Cluster: "c", URL: "https://git.example.com/fleet.git", Registerer: m.Registry()}); err != nil {
 		t.Fatal(err)
 	}
 	m.ObserveCycle(time.Second, metrics.ResultSuccess)

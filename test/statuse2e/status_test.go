@@ -14,8 +14,9 @@ import (
 	"github.com/go-logr/logr"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/flotilla-gitops/flotilla/agent/statuswriter"
 	hubcmd "github.com/flotilla-gitops/flotilla/hub/cmd"
-	"github.com/flotilla-gitops/flotilla/pkg/fleetstatus"
+	"github.com/flotilla-gitops/flotilla/hub/fleetview"
 	"github.com/flotilla-gitops/flotilla/pkg/gitrepo"
 	"github.com/flotilla-gitops/flotilla/pkg/render"
 	"github.com/flotilla-gitops/flotilla/pkg/status"
@@ -122,7 +123,7 @@ func renderFleet(t *testing.T, dir string) {
 // with the status writer as its sink.
 type agent struct {
 	*agentproc.InProcess
-	writer *status.Writer
+	writer *statuswriter.Writer
 }
 
 func agentAuth(srv *gitserver.Server, cluster string) gitrepo.Auth {
@@ -133,7 +134,7 @@ func agentAuth(srv *gitserver.Server, cluster string) gitrepo.Auth {
 func startAgent(t *testing.T, c *testenv.Cluster, srv *gitserver.Server, name string) *agent {
 	t.Helper()
 	auth := agentAuth(srv, name)
-	w, err := status.NewWriter(status.WriterOptions{
+	w, err := statuswriter.NewWriter(statuswriter.WriterOptions{
 		Cluster: name, URL: srv.URL("fleet"), Auth: auth, Timeout: 20 * time.Second,
 		HeartbeatInterval: heartbeat, RetryBackoff: gitrepo.Backoff{Initial: 200 * time.Millisecond, Max: 2 * time.Second},
 	})
@@ -180,13 +181,13 @@ func (h hub) args(extra ...string) []string {
 	return append([]string{"--repo", h.url, "--git-credentials-dir", h.creds, "--cache-dir", h.cache}, extra...)
 }
 
-func (h hub) fleet(t *testing.T) (*fleetstatus.View, error) {
+func (h hub) fleet(t *testing.T) (*fleetview.View, error) {
 	t.Helper()
 	out, code := flotilla(t, append([]string{"status"}, h.args("-o", "json")...)...)
 	if code != hubcmd.ExitOK {
 		return nil, errors.New(out)
 	}
-	var v fleetstatus.View
+	var v fleetview.View
 	if err := json.Unmarshal([]byte(out), &v); err != nil {
 		return nil, fmt.Errorf("%w\n%s", err, out)
 	}
@@ -194,16 +195,16 @@ func (h hub) fleet(t *testing.T) (*fleetstatus.View, error) {
 }
 
 // waitFleet reads `flotilla status` until cond holds.
-func (h hub) waitFleet(t *testing.T, timeout time.Duration, what string, cond func(map[string]fleetstatus.ClusterView, *fleetstatus.View) bool) *fleetstatus.View {
+func (h hub) waitFleet(t *testing.T, timeout time.Duration, what string, cond func(map[string]fleetview.ClusterView, *fleetview.View) bool) *fleetview.View {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
-	var last *fleetstatus.View
+	var last *fleetview.View
 	var lastErr error
 	for time.Now().Before(deadline) {
 		v, err := h.fleet(t)
 		if err == nil {
 			last = v
-			byName := map[string]fleetstatus.ClusterView{}
+			byName := map[string]fleetview.ClusterView{}
 			for _, c := range v.Clusters {
 				byName[c.Name] = c
 			}
@@ -217,14 +218,14 @@ func (h hub) waitFleet(t *testing.T, timeout time.Duration, what string, cond fu
 	table := ""
 	if last != nil {
 		var b bytes.Buffer
-		_ = fleetstatus.WriteFleet(&b, last, fleetstatus.FormatTable)
+		_ = fleetview.WriteFleet(&b, last, fleetview.FormatTable)
 		table = b.String()
 	}
 	t.Fatalf("timed out after %v waiting for %s; last read error: %v\nlast view:\n%s", timeout, what, lastErr, table)
 	return nil
 }
 
-func states(byName map[string]fleetstatus.ClusterView) string {
+func states(byName map[string]fleetview.ClusterView) string {
 	var parts []string
 	for _, n := range clusters {
 		parts = append(parts, n+"="+string(byName[n].State))
@@ -255,14 +256,14 @@ func TestStatusThroughGit(t *testing.T) {
 
 	// 1. After the render, all three are in sync.
 	c1 := srv.Head("fleet", "main")
-	h.waitFleet(t, 3*time.Minute, "all three InSync at the first commit", func(c map[string]fleetstatus.ClusterView, v *fleetstatus.View) bool {
+	h.waitFleet(t, 3*time.Minute, "all three InSync at the first commit", func(c map[string]fleetview.ClusterView, v *fleetview.View) bool {
 		t.Logf("after render: %s", states(c))
 		for _, n := range clusters {
-			if c[n].State != fleetstatus.StateInSync || status.RevisionHash(c[n].AppliedRevision) != c1 || c[n].UnitsReady != c[n].UnitsTotal || c[n].UnitsTotal < 2 {
+			if c[n].State != fleetview.StateInSync || status.RevisionHash(c[n].AppliedRevision) != c1 || c[n].UnitsReady != c[n].UnitsTotal || c[n].UnitsTotal < 2 {
 				return false
 			}
 		}
-		return v.Summary[fleetstatus.StateInSync] == 3
+		return v.Summary[fleetview.StateInSync] == 3
 	})
 
 	// 2. A commit beta cannot apply: beta Failing with the reason, the
@@ -271,13 +272,13 @@ func TestStatusThroughGit(t *testing.T) {
 	repo.Write(t, "apps/settings/manifests/settings.yaml", strings.Replace(fleetFiles["apps/settings/manifests/settings.yaml"], "blue", "green", 1))
 	renderFleet(t, repo.Dir)
 	c2 := status.RevisionHash(repo.Push(t, "Green settings; a broken patch for beta"))
-	v := h.waitFleet(t, 3*time.Minute, "beta Failing, alpha and gamma InSync at the second commit", func(c map[string]fleetstatus.ClusterView, _ *fleetstatus.View) bool {
+	v := h.waitFleet(t, 3*time.Minute, "beta Failing, alpha and gamma InSync at the second commit", func(c map[string]fleetview.ClusterView, _ *fleetview.View) bool {
 		t.Logf("after the broken commit: %s", states(c))
-		return c["beta"].State == fleetstatus.StateFailing &&
-			c["alpha"].State == fleetstatus.StateInSync && status.RevisionHash(c["alpha"].AppliedRevision) == c2 &&
-			c["gamma"].State == fleetstatus.StateInSync && status.RevisionHash(c["gamma"].AppliedRevision) == c2
+		return c["beta"].State == fleetview.StateFailing &&
+			c["alpha"].State == fleetview.StateInSync && status.RevisionHash(c["alpha"].AppliedRevision) == c2 &&
+			c["gamma"].State == fleetview.StateInSync && status.RevisionHash(c["gamma"].AppliedRevision) == c2
 	})
-	var beta fleetstatus.ClusterView
+	var beta fleetview.ClusterView
 	for _, c := range v.Clusters {
 		if c.Name == "beta" {
 			beta = c
@@ -293,14 +294,14 @@ func TestStatusThroughGit(t *testing.T) {
 		t.Errorf("the table does not show beta's failing unit:\n%s", table)
 	}
 	out, code := flotilla(t, append([]string{"status", "rollout", c2}, h.args("-o", "json")...)...)
-	var r fleetstatus.RolloutView
+	var r fleetview.RolloutView
 	if code != hubcmd.ExitOK || json.Unmarshal([]byte(out), &r) != nil {
 		t.Fatalf("status rollout: exit %d\n%s", code, out)
 	}
 	for _, c := range r.Clusters {
-		want := fleetstatus.RolloutCompleted
+		want := fleetview.RolloutCompleted
 		if c.Name == "beta" {
-			want = fleetstatus.RolloutFailed
+			want = fleetview.RolloutFailed
 		}
 		if c.State != want {
 			t.Errorf("rollout of %s on %s: %s (%s), want %s", c2[:12], c.Name, c.State, c.Reason, want)
@@ -326,7 +327,7 @@ func TestStatusThroughGit(t *testing.T) {
 	// bound is anchored on a heartbeat gamma is known to have sent (gamma's
 	// last one is no older), not on the stop: on a busy machine the last
 	// heartbeat may lag the stop by more than an interval.
-	sent := h.waitFleet(t, time.Minute, "gamma's heartbeat", func(c map[string]fleetstatus.ClusterView, _ *fleetstatus.View) bool {
+	sent := h.waitFleet(t, time.Minute, "gamma's heartbeat", func(c map[string]fleetview.ClusterView, _ *fleetview.View) bool {
 		return c["gamma"].Heartbeat != nil
 	})
 	var seen time.Time
@@ -337,8 +338,8 @@ func TestStatusThroughGit(t *testing.T) {
 	}
 	stopped := time.Now()
 	agents["gamma"].stop()
-	h.waitFleet(t, unreachable+3*time.Minute, "gamma Unreachable", func(c map[string]fleetstatus.ClusterView, _ *fleetstatus.View) bool {
-		return c["gamma"].State == fleetstatus.StateUnreachable && c["alpha"].State == fleetstatus.StateInSync
+	h.waitFleet(t, unreachable+3*time.Minute, "gamma Unreachable", func(c map[string]fleetview.ClusterView, _ *fleetview.View) bool {
+		return c["gamma"].State == fleetview.StateUnreachable && c["alpha"].State == fleetview.StateInSync
 	})
 	t.Logf("gamma turned Unreachable %v after its agent stopped", time.Since(stopped).Round(time.Millisecond))
 	if age := time.Since(seen); age < unreachable {
@@ -362,9 +363,9 @@ func TestStatusThroughGit(t *testing.T) {
 		gitrepo.Signature{Name: "gamma"}, gitrepo.PushOptions{Auth: agentAuth(srv, "gamma")}); err != nil {
 		t.Fatal(err)
 	}
-	h.waitFleet(t, 3*time.Minute, "gamma Untrusted, beta still Failing", func(c map[string]fleetstatus.ClusterView, _ *fleetstatus.View) bool {
-		return c["gamma"].State == fleetstatus.StateUntrusted && strings.Contains(c["gamma"].Reason, `claims to be cluster "beta"`) &&
-			c["beta"].State == fleetstatus.StateFailing
+	h.waitFleet(t, 3*time.Minute, "gamma Untrusted, beta still Failing", func(c map[string]fleetview.ClusterView, _ *fleetview.View) bool {
+		return c["gamma"].State == fleetview.StateUntrusted && strings.Contains(c["gamma"].Reason, `claims to be cluster "beta"`) &&
+			c["beta"].State == fleetview.StateFailing
 	})
 
 	// 6. The fix: beta applies it; alpha, whose credentials were refused on
@@ -373,12 +374,12 @@ func TestStatusThroughGit(t *testing.T) {
 	repo.Write(t, "apps/settings/app.yaml", appYAML(strings.Split(brokenForBeta, "      overrides:")[0]))
 	renderFleet(t, repo.Dir)
 	c3 := status.RevisionHash(repo.Push(t, "Fix beta"))
-	h.waitFleet(t, 3*time.Minute, "alpha and beta InSync at the fix", func(c map[string]fleetstatus.ClusterView, _ *fleetstatus.View) bool {
+	h.waitFleet(t, 3*time.Minute, "alpha and beta InSync at the fix", func(c map[string]fleetview.ClusterView, _ *fleetview.View) bool {
 		t.Logf("after the fix: %s", states(c))
 		alpha := c["alpha"]
-		return alpha.State == fleetstatus.StateInSync && status.RevisionHash(alpha.DesiredRevision) == c3 &&
+		return alpha.State == fleetview.StateInSync && status.RevisionHash(alpha.DesiredRevision) == c3 &&
 			alpha.Heartbeat != nil && alpha.Heartbeat.After(refusedAt) &&
-			c["beta"].State == fleetstatus.StateInSync && status.RevisionHash(c["beta"].AppliedRevision) == c3
+			c["beta"].State == fleetview.StateInSync && status.RevisionHash(c["beta"].AppliedRevision) == c3
 	})
 	if err := agents["alpha"].writer.LastError(); err != nil {
 		t.Errorf("alpha's status writer: %v", err)

@@ -16,12 +16,12 @@ import (
 	"github.com/ProtonMail/go-crypto/openpgp/packet"
 	"golang.org/x/crypto/ssh"
 
-	"github.com/flotilla-gitops/flotilla/pkg/gitrepo"
+	"github.com/flotilla-gitops/flotilla/pkg/gitrepo/signature"
 )
 
 // Key is a commit signing key.
 type Key struct {
-	Signer gitrepo.Signer
+	Signer signature.Signer
 	// Private is an OpenSSH PEM block or an armored OpenPGP private key.
 	Private []byte
 	// Public is one trusted-keys entry: an authorized_keys line with the
@@ -104,7 +104,7 @@ func PGP(t testing.TB, name string) Key {
 
 func withSigner(t testing.TB, k Key) Key {
 	t.Helper()
-	s, err := gitrepo.ParseSigningKey(k.Private, nil)
+	s, err := signature.ParseSigningKey(k.Private, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,7 +3,7 @@ package testkeys
 import (
 	"testing"
 
-	"github.com/flotilla-gitops/flotilla/pkg/gitrepo"
+	"github.com/flotilla-gitops/flotilla/pkg/gitrepo/signature"
 )
 
 func TestKeysParse(t *testing.T) {
@@ -11,7 +11,7 @@ func TestKeysParse(t *testing.T) {
 		"ssh": SSH(t, "alice@example.com"), "rsa": RSA(t, "bob"), "seeded": SSHSeeded(t, 3, ""), "pgp": PGP(t, "Carol"),
 	}
 	for name, k := range keys {
-		if _, err := gitrepo.ParseKeyRing(map[string][]byte{name: []byte(k.Public)}); err != nil {
+		if _, err := signature.ParseKeyRing(map[string][]byte{name: []byte(k.Public)}); err != nil {
 			t.Errorf("%s: public half does not parse as a trusted key: %v", name, err)
 		}
 	}

@@ -5,7 +5,7 @@
 // (oci://, through Helm's registry client, with credentials from Helm's or
 // Docker's registry config or RegistryOptions, never written anywhere).
 //
-// Only the hub links it (through pkg/compile): it downloads over HTTP, which
+// Only the hub links it (through hub/fleetrender): it downloads over HTTP, which
 // no agent does. It lives under pkg/render because Helm is imported only in
 // that tree; its errors are pkg/render's *Error classified by the ErrChart*
 // sentinels.
