@@ -25,28 +25,20 @@ type outcome struct {
 	// reason, when err is nil, is status.ReasonSucceeded for a Ready unit,
 	// otherwise why it is not Ready yet.
 	reason string
-	// notReady, when err is nil, is the last error and condition message
-	// of a unit that failed no request but is not Ready (its health),
-	// taken as is.
-	notReady string
+	// message is the condition message: in place of the error when err
+	// is set, else also the last error (a unit that failed no request but
+	// is not Ready, its health), taken as is.
+	message string
 	// keepLastError leaves the last error as it was: the unit did not run
 	// (it waits for its dependencies).
 	keepLastError bool
-	// message, when set, is the condition message in place of the error.
-	message string
 	// progressing: a later cycle may succeed on its own (the Reconciling
 	// condition).
 	progressing bool
 	// count is the cycle counter the unit adds to.
 	count unitCount
-	// applied: the unit's objects are at the cycle's revision (also when
-	// only their health failed), which makes that revision the unit's
-	// applied revision and its last good source.
-	applied bool
-	// unverified: the unit was found up to date without reading its
-	// checkout, which then becomes its last good source only when it has
-	// none still on disk (sources may have moved without re-rendering).
-	unverified bool
+	// at says whether the unit's objects are at the cycle's revision.
+	at revisionState
 	// log, when set, is logged with logAttrs and the unit's name (and
 	// the error at Warn level when err is set).
 	log      string
@@ -68,6 +60,21 @@ func failed(err error, log string, attrs ...any) outcome {
 // a retried ApplyFailed.
 func failureOf(err error) *status.Failure { return status.FailureOf(err, status.ReasonApplyFailed) }
 
+// revisionState says whether an outcome leaves the unit's objects at the
+// cycle's revision (also when only their health failed), which makes that
+// revision the unit's applied revision and its last good source.
+type revisionState int
+
+const (
+	notAt revisionState = iota
+	// appliedAt: the unit was applied (or found unchanged by Apply) at it.
+	appliedAt
+	// foundAt: the unit was found up to date without reading its checkout,
+	// which then becomes its last good source only when it has none still
+	// on disk (sources may have moved without re-rendering).
+	foundAt
+)
+
 // unitCount says which of the cycle's counters an outcome adds to.
 type unitCount int
 
@@ -86,10 +93,10 @@ func (o outcome) ready() bool { return o.err == nil && o.reason == status.Reason
 // the unit is Ready.
 func (l *Loop) finishUnit(rc *cycleRun, u slice.Unit, st *unitState, o outcome) bool {
 	rev := rc.rev.res
-	if o.applied {
+	if o.at != notAt {
 		st.hash = u.Hash
 		st.appliedRevision = rev.Revision
-		if g := st.good; !o.unverified || g == nil || g.unit.Hash != u.Hash || !dirExists(g.dir) {
+		if g := st.good; o.at == appliedAt || g == nil || g.unit.Hash != u.Hash || !dirExists(g.dir) {
 			st.good = &goodSource{dir: rev.Dir, unit: u, revision: rev.Revision}
 		}
 	}
@@ -135,7 +142,7 @@ func (st *unitState) record(o outcome, r redact.Scrubber, revision, hash string,
 	case o.err != nil:
 		st.lastError = r.Error(o.err)
 	default:
-		st.lastError = o.notReady
+		st.lastError = o.message
 	}
 	msg := st.lastError
 	if o.message != "" {

@@ -42,7 +42,7 @@ func TestRecordOutcome(t *testing.T) {
 		t.Errorf("waiting: %+v", st)
 	}
 
-	st.record(outcome{reason: status.ReasonHealthCheckFailed, notReady: "not ready: Deployment/a/b", progressing: true}, r, "main@sha1:1", "sha256:h1", now)
+	st.record(outcome{reason: status.ReasonHealthCheckFailed, message: "not ready: Deployment/a/b", progressing: true}, r, "main@sha1:1", "sha256:h1", now)
 	if st.lastError != "not ready: Deployment/a/b" || cond(st, status.ConditionReady) != "False/"+status.ReasonHealthCheckFailed+": not ready: Deployment/a/b" {
 		t.Errorf("not ready: %+v", st)
 	}
@@ -62,7 +62,7 @@ func TestRecordReadiness(t *testing.T) {
 	t0 := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
 	ready := outcome{reason: status.ReasonSucceeded}
 	failed := outcome{err: status.Retrying(status.ReasonApplyFailed, errors.New("denied"))}
-	unhealthy := outcome{reason: status.ReasonHealthCheckFailed, notReady: "not ready", progressing: true}
+	unhealthy := outcome{reason: status.ReasonHealthCheckFailed, message: "not ready", progressing: true}
 	type step struct {
 		o      outcome
 		hash   string

@@ -163,29 +163,29 @@ func (l *Loop) reconcileUnit(ctx context.Context, rc *cycleRun, u slice.Unit, st
 		st.objects = chk.ManagedObjects
 		if st.ready && st.hash == u.Hash {
 			if !l.recheckReady(u, st) {
-				return outcome{reason: status.ReasonSucceeded, applied: true, unverified: true}
+				return outcome{reason: status.ReasonSucceeded, at: foundAt}
 			}
 			// Read once, not polled: a unit that stopped being Ready
 			// says so now and is waited for in the next cycle.
 			ready, notReady, err := l.cfg.Applier.CheckReady(ctx, u.Name)
 			switch {
 			case err == nil && ready:
-				return outcome{reason: status.ReasonSucceeded, applied: true, unverified: true}
+				return outcome{reason: status.ReasonSucceeded, at: foundAt}
 			case err != nil:
-				return outcome{err: status.Retrying(status.ReasonHealthCheckFailed, err), progressing: true, applied: true, unverified: true}
+				return outcome{err: status.Retrying(status.ReasonHealthCheckFailed, err), progressing: true, at: foundAt}
 			}
-			return outcome{reason: status.ReasonHealthCheckFailed, notReady: "not ready: " + summarize(notReady), progressing: true, applied: true, unverified: true,
+			return outcome{reason: status.ReasonHealthCheckFailed, message: "not ready: " + summarize(notReady), progressing: true, at: foundAt,
 				log: "unit is no longer ready", logAttrs: []any{"objects", summarize(notReady)}}
 		}
 		release()
 		ready, notReady, err := l.waitReady(ctx, u, rev.Revision)
 		switch {
 		case ready:
-			return outcome{reason: status.ReasonSucceeded, applied: true, unverified: true}
+			return outcome{reason: status.ReasonSucceeded, at: foundAt}
 		case err != nil:
-			return outcome{err: status.Retrying(status.ReasonHealthCheckFailed, err), progressing: true, applied: true, unverified: true}
+			return outcome{err: status.Retrying(status.ReasonHealthCheckFailed, err), progressing: true, at: foundAt}
 		}
-		return outcome{reason: status.ReasonHealthCheckFailed, notReady: "not ready: " + summarize(notReady), progressing: true, applied: true, unverified: true}
+		return outcome{reason: status.ReasonHealthCheckFailed, message: "not ready: " + summarize(notReady), progressing: true, at: foundAt}
 	}
 	if chk != nil && len(chk.Drifted) > 0 && chk.Hash == u.Hash {
 		log.Info("drift detected", "objects", summarize(chk.Drifted))
@@ -213,12 +213,14 @@ func (l *Loop) reconcileUnit(ctx context.Context, rc *cycleRun, u slice.Unit, st
 		reason := failureOf(err).Reason
 		o.progressing = reason == status.ReasonHealthCheckFailed
 		// A failed post hook comes after a Ready apply.
-		o.applied = o.progressing || (reason == status.ReasonHookFailed && res != nil && res.Ready)
+		if o.progressing || (reason == status.ReasonHookFailed && res != nil && res.Ready) {
+			o.at = appliedAt
+		}
 		return o
 	case !res.Ready:
-		return outcome{reason: status.ReasonHealthCheckFailed, notReady: "not ready: " + summarize(res.NotReady), progressing: true, applied: true}
+		return outcome{reason: status.ReasonHealthCheckFailed, message: "not ready: " + summarize(res.NotReady), progressing: true, at: appliedAt}
 	case res.Skipped:
-		return outcome{reason: status.ReasonSucceeded, applied: true}
+		return outcome{reason: status.ReasonSucceeded, at: appliedAt}
 	}
 	attrs := []any{"revision", rev.Revision, "created", res.Created, "configured", res.Configured,
 		"unchanged", res.Unchanged, "pruned", len(res.Pruned), "driftCorrected", res.DriftCorrected}
@@ -231,7 +233,7 @@ func (l *Loop) reconcileUnit(ctx context.Context, rc *cycleRun, u slice.Unit, st
 	if len(res.HandedOver) > 0 {
 		attrs = append(attrs, "handedOver", strings.Join(res.HandedOver, "; "))
 	}
-	return outcome{reason: status.ReasonSucceeded, applied: true, log: "unit applied", logAttrs: attrs}
+	return outcome{reason: status.ReasonSucceeded, at: appliedAt, log: "unit applied", logAttrs: attrs}
 }
 
 // renderAt renders a unit at rc's revision, and only what the slice's hash

@@ -63,7 +63,7 @@ func (l *Loop) submitJob(ctx context.Context, rc *cycleRun, u slice.Unit, st *un
 		// others are on their way.
 		msg := l.redact.String(res.Message)
 		o := outcome{
-			reason: res.Reason, notReady: msg, progressing: res.Reason != volcano.ReasonUnschedulable, count: countWaiting,
+			reason: res.Reason, message: msg, progressing: res.Reason != volcano.ReasonUnschedulable, count: countWaiting,
 			log:      "job not submitted at this revision",
 			logAttrs: []any{"job", res.Job.String(), "action", res.Action, "reason", res.Reason, "message", msg},
 		}
@@ -72,13 +72,13 @@ func (l *Loop) submitJob(ctx context.Context, rc *cycleRun, u slice.Unit, st *un
 		}
 		return o
 	case res.Action == volcano.ActionUnchanged:
-		return outcome{reason: status.ReasonSucceeded, applied: true}
+		return outcome{reason: status.ReasonSucceeded, at: appliedAt}
 	}
 	attrs := []any{"job", res.Job.String(), "action", res.Action}
 	if res.Preflight != nil {
 		attrs = append(attrs, "preflight", res.Preflight.Verdict)
 	}
-	return outcome{reason: status.ReasonSucceeded, applied: true, log: "job unit reconciled", logAttrs: attrs}
+	return outcome{reason: status.ReasonSucceeded, at: appliedAt, log: "job unit reconciled", logAttrs: attrs}
 }
 
 // retainJob reports whether a job unit that left the slice is kept this
