@@ -11,6 +11,7 @@ import (
 
 	"github.com/flotilla-gitops/flotilla/pkg/gitrepo"
 	"github.com/flotilla-gitops/flotilla/pkg/status"
+	"github.com/flotilla-gitops/flotilla/test/statusdoc"
 )
 
 // TestContention: 50 agents, each with its own writer and credentials,
@@ -40,7 +41,7 @@ func TestContention(t *testing.T) {
 	)
 	start := make(chan struct{})
 	for _, c := range clusters {
-		w, err := NewWriter(WriterOptions{Cluster: c, URL: url, Auth: agentAuth(srv, c), Timeout: time.Minute})
+		w, err := NewWriter(WriterOptions{Cluster: c, URL: url, Auth: statusdoc.AgentAuth(srv, c), Timeout: time.Minute})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -50,7 +51,7 @@ func TestContention(t *testing.T) {
 			<-start
 			for r := 1; r <= rounds; r++ {
 				t0 := time.Now()
-				err := w.Publish(ctx, readyDoc(c, rev1, fmt.Sprintf("round-%d", r)))
+				err := w.Publish(ctx, statusdoc.Ready(c, rev1, fmt.Sprintf("round-%d", r)))
 				// A push that timed out on a busy machine stays pending
 				// and is retried, as the agent's Run does, as often as it
 				// takes: a retry count would be a speed requirement.

@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/flotilla-gitops/flotilla/pkg/status"
+	"github.com/flotilla-gitops/flotilla/test/statusdoc"
 )
 
 // Status hides clock trouble and impostors: two agents configured with the
@@ -17,21 +18,21 @@ import (
 func TestStatusHidesImpostors_SecondInstanceRefusesToOverwrite(t *testing.T) {
 	ctx := context.Background()
 	e := newWriterEnv(t, "member1", func(o *WriterOptions) { o.InstanceID = "uid-a" })
-	if err := e.w.Publish(ctx, readyDoc("member1", rev1)); err != nil {
+	if err := e.w.Publish(ctx, statusdoc.Ready("member1", rev1)); err != nil {
 		t.Fatal(err)
 	}
 	ref := status.RefFor("member1")
 
 	impostorReg := prometheus.NewRegistry()
 	impostor, err := NewWriter(WriterOptions{
-		Cluster: "member1", URL: e.url, Auth: agentAuth(e.srv, "member1"), InstanceID: "uid-b",
+		Cluster: "member1", URL: e.url, Auth: statusdoc.AgentAuth(e.srv, "member1"), InstanceID: "uid-b",
 		HeartbeatInterval: 10 * time.Minute, HeartbeatJitter: -1,
 		Registerer: impostorReg, Now: e.clock.Now, Timeout: time.Minute,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = impostor.Publish(ctx, readyDoc("member1", rev1, "other"))
+	err = impostor.Publish(ctx, statusdoc.Ready("member1", rev1, "other"))
 	if !errors.Is(err, ErrInstanceConflict) {
 		t.Fatalf("impostor's publish: got %v, want ErrInstanceConflict", err)
 	}
@@ -63,13 +64,13 @@ func TestStatusHidesImpostors_SecondInstanceRefusesToOverwrite(t *testing.T) {
 func TestStatusHidesImpostors_ReinstallTakesOver(t *testing.T) {
 	ctx := context.Background()
 	e := newWriterEnv(t, "member1", func(o *WriterOptions) { o.InstanceID = "uid-old" })
-	if err := e.w.Publish(ctx, readyDoc("member1", rev1)); err != nil {
+	if err := e.w.Publish(ctx, statusdoc.Ready("member1", rev1)); err != nil {
 		t.Fatal(err)
 	}
 	ref := status.RefFor("member1")
 	newWriter := func(id string, takeOver bool) *Writer {
 		w, err := NewWriter(WriterOptions{
-			Cluster: "member1", URL: e.url, Auth: agentAuth(e.srv, "member1"), InstanceID: id, TakeOver: takeOver,
+			Cluster: "member1", URL: e.url, Auth: statusdoc.AgentAuth(e.srv, "member1"), InstanceID: id, TakeOver: takeOver,
 			HeartbeatInterval: 10 * time.Minute, HeartbeatJitter: -1, Now: e.clock.Now, Timeout: time.Minute,
 		})
 		if err != nil {
@@ -79,14 +80,14 @@ func TestStatusHidesImpostors_ReinstallTakesOver(t *testing.T) {
 	}
 
 	e.clock.Add(DefaultTakeOverHeartbeats*10*time.Minute + time.Minute)
-	if err := newWriter("uid-new", false).Publish(ctx, readyDoc("member1", rev1)); err != nil {
+	if err := newWriter("uid-new", false).Publish(ctx, statusdoc.Ready("member1", rev1)); err != nil {
 		t.Fatalf("taking over a quiet instance's ref: %v", err)
 	}
 	if doc := e.committed(t, ref); doc.InstanceID != "uid-new" {
 		t.Errorf("the ref's instance is %q, want uid-new", doc.InstanceID)
 	}
 
-	if err := newWriter("uid-newer", true).Publish(ctx, readyDoc("member1", rev1)); err != nil {
+	if err := newWriter("uid-newer", true).Publish(ctx, statusdoc.Ready("member1", rev1)); err != nil {
 		t.Fatalf("explicit take-over of a live instance's ref: %v", err)
 	}
 	if doc := e.committed(t, ref); doc.InstanceID != "uid-newer" {
@@ -95,7 +96,7 @@ func TestStatusHidesImpostors_ReinstallTakesOver(t *testing.T) {
 }
 
 func TestStatusHidesImpostors_InstanceIDIsVersioned(t *testing.T) {
-	doc := readyDoc("member1", rev1)
+	doc := statusdoc.Ready("member1", rev1)
 	data, err := status.Encode(doc)
 	if err != nil {
 		t.Fatal(err)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/flotilla-gitops/flotilla/agent/apply"
 	"github.com/flotilla-gitops/flotilla/pkg/status"
+	"github.com/flotilla-gitops/flotilla/test/statusdoc"
 	"github.com/flotilla-gitops/flotilla/test/testenv"
 )
 
@@ -51,7 +52,7 @@ func TestSecretDataNeverReachesGit(t *testing.T) {
 		// Invalid base64 in data, with the marker in it.
 		"base64": "apiVersion: v1\nkind: Secret\nmetadata: {name: b64, namespace: app}\ndata:\n  token: \"" + marker + "!!\"\n",
 	}
-	doc := readyDoc("member1", rev1, "nested", "list", "base64")
+	doc := statusdoc.Ready("member1", rev1, "nested", "list", "base64")
 	var raw []string
 	for unit, m := range manifests {
 		var obj map[string]any
@@ -72,7 +73,7 @@ func TestSecretDataNeverReachesGit(t *testing.T) {
 		if !errors.Is(err, apply.ErrApply) {
 			t.Fatalf("%s: Apply: %v, want ErrApply", unit, err)
 		}
-		failUnit(doc, unit, status.ReasonApplyFailed, err.Error())
+		statusdoc.FailUnit(doc, unit, status.ReasonApplyFailed, err.Error())
 		t.Logf("%s\n  raw:     %v\n  applier: %v", unit, rawErr, err)
 	}
 	if !strings.Contains(strings.Join(raw, "\n"), marker) {
@@ -82,7 +83,7 @@ func TestSecretDataNeverReachesGit(t *testing.T) {
 	doc.Conditions[0].Message = doc.LastError
 
 	srv, url := startForge(t, nil, "member1")
-	w, err := NewWriter(WriterOptions{Cluster: "member1", URL: url, Auth: agentAuth(srv, "member1")})
+	w, err := NewWriter(WriterOptions{Cluster: "member1", URL: url, Auth: statusdoc.AgentAuth(srv, "member1")})
 	if err != nil {
 		t.Fatal(err)
 	}

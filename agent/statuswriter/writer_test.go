@@ -14,6 +14,7 @@ import (
 	"github.com/flotilla-gitops/flotilla/pkg/gitrepo/signature"
 	"github.com/flotilla-gitops/flotilla/pkg/status"
 	"github.com/flotilla-gitops/flotilla/test/gitserver"
+	"github.com/flotilla-gitops/flotilla/test/statusdoc"
 	"github.com/flotilla-gitops/flotilla/test/testkeys"
 )
 
@@ -33,7 +34,7 @@ func newWriterEnv(t *testing.T, cluster string, mod func(*WriterOptions)) *write
 	srv, url := startForge(t, nil, "member1", "member2")
 	e := &writerEnv{srv: srv, url: url, bare: srv.RepoPath("fleet"), clock: newClock(t0), reg: prometheus.NewRegistry()}
 	opts := WriterOptions{
-		Cluster: cluster, URL: url, Auth: agentAuth(srv, cluster),
+		Cluster: cluster, URL: url, Auth: statusdoc.AgentAuth(srv, cluster),
 		HeartbeatInterval: 10 * time.Minute, HeartbeatJitter: -1,
 		Registerer: e.reg, Now: e.clock.Now, Timeout: time.Minute,
 	}
@@ -125,7 +126,7 @@ func TestWriterCommitsChangesOnly(t *testing.T) {
 	mainBefore := e.srv.Head("fleet", "main")
 
 	// A first document: one commit on the cluster's own ref.
-	res, err := e.w.PublishResult(ctx, readyDoc("member1", rev1, "web", "api"))
+	res, err := e.w.PublishResult(ctx, statusdoc.Ready("member1", rev1, "web", "api"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,7 +148,7 @@ func TestWriterCommitsChangesOnly(t *testing.T) {
 	// revision that moved without touching the slice): no request at all.
 	e.clock.Add(time.Minute)
 	before := e.srv.Stats("fleet")
-	moved := readyDoc("member1", "main@sha1:2222222222222222222222222222222222222222", "web", "api")
+	moved := statusdoc.Ready("member1", "main@sha1:2222222222222222222222222222222222222222", "web", "api")
 	res, err = e.w.PublishResult(ctx, moved)
 	if err != nil || res.Pushed {
 		t.Fatalf("unchanged publish: %+v, %v", res, err)
@@ -157,8 +158,8 @@ func TestWriterCommitsChangesOnly(t *testing.T) {
 	}
 
 	// A meaningful change: one more commit.
-	failing := readyDoc("member1", rev1, "web", "api")
-	failUnit(failing, "api", status.ReasonApplyFailed, "Deployment/default/api dry-run: apply failed: bad")
+	failing := statusdoc.Ready("member1", rev1, "web", "api")
+	statusdoc.FailUnit(failing, "api", status.ReasonApplyFailed, "Deployment/default/api dry-run: apply failed: bad")
 	res, err = e.w.PublishResult(ctx, failing)
 	if err != nil || !res.Pushed || res.Heartbeat {
 		t.Fatalf("changed publish: %+v, %v", res, err)
@@ -193,7 +194,7 @@ func TestWriterHeartbeatIsOneSmallCommit(t *testing.T) {
 	e := newWriterEnv(t, "member1", nil)
 	ctx := context.Background()
 	ref := status.RefFor("member1")
-	doc := readyDoc("member1", rev1, "web", "api", "db")
+	doc := statusdoc.Ready("member1", rev1, "web", "api", "db")
 	if err := e.w.Publish(ctx, doc); err != nil {
 		t.Fatal(err)
 	}
@@ -244,13 +245,13 @@ func TestWriterBuffersWhileGitIsDown(t *testing.T) {
 	})
 	ctx := context.Background()
 	ref := status.RefFor("member1")
-	if err := e.w.Publish(ctx, readyDoc("member1", rev1)); err != nil {
+	if err := e.w.Publish(ctx, statusdoc.Ready("member1", rev1)); err != nil {
 		t.Fatal(err)
 	}
 
 	e.srv.Stop()
 	for i := 1; i <= 4; i++ {
-		doc := readyDoc("member1", rev1, "web", "unit-"+strconv.Itoa(i))
+		doc := statusdoc.Ready("member1", rev1, "web", "unit-"+strconv.Itoa(i))
 		e.clock.Add(time.Minute)
 		err := e.w.Publish(ctx, doc)
 		if !errors.Is(err, gitrepo.ErrUnreachable) {
@@ -309,7 +310,7 @@ func TestWriterRunHeartbeats(t *testing.T) {
 	})
 	ctx := context.Background()
 	ref := status.RefFor("member1")
-	if err := e.w.Publish(ctx, readyDoc("member1", rev1)); err != nil {
+	if err := e.w.Publish(ctx, statusdoc.Ready("member1", rev1)); err != nil {
 		t.Fatal(err)
 	}
 	// Run until three heartbeats landed (however long a busy machine takes
@@ -354,12 +355,12 @@ func TestWriterRunHeartbeats(t *testing.T) {
 func TestWriterCannotPushAnotherClustersRef(t *testing.T) {
 	// member1's agent credentials, writing as member2: the server refuses.
 	e := newWriterEnv(t, "member1", nil)
-	w, err := NewWriter(WriterOptions{Cluster: "member2", URL: e.url, Auth: agentAuth(e.srv, "member1"), Registerer: e.reg, Now: e.clock.Now})
+	w, err := NewWriter(WriterOptions{Cluster: "member2", URL: e.url, Auth: statusdoc.AgentAuth(e.srv, "member1"), Registerer: e.reg, Now: e.clock.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
 	before, _ := e.srv.Refs("fleet")
-	err = w.Publish(context.Background(), readyDoc("member2", rev1))
+	err = w.Publish(context.Background(), statusdoc.Ready("member2", rev1))
 	if !errors.Is(err, gitrepo.ErrRejected) {
 		t.Fatalf("push to another cluster's ref: %v, want ErrRejected", err)
 	}
@@ -374,7 +375,7 @@ func TestWriterCannotPushAnotherClustersRef(t *testing.T) {
 		t.Errorf("push_total{rejected} = %v", pushCount(t, e.reg, PushRejected))
 	}
 	// A document naming another cluster is refused before any push.
-	if err := e.w.Publish(context.Background(), readyDoc("member2", rev1)); !errors.Is(err, status.ErrInvalidDocument) {
+	if err := e.w.Publish(context.Background(), statusdoc.Ready("member2", rev1)); !errors.Is(err, status.ErrInvalidDocument) {
 		t.Errorf("a document for member2 through member1's writer: %v", err)
 	}
 }
@@ -389,7 +390,7 @@ func TestWriterBoundsHistoryAndSigns(t *testing.T) {
 	ctx := context.Background()
 	ref := status.RefFor("member1")
 	for i := 0; i < 7; i++ {
-		if err := e.w.Publish(ctx, readyDoc("member1", rev1, "web", "u"+strconv.Itoa(i))); err != nil {
+		if err := e.w.Publish(ctx, statusdoc.Ready("member1", rev1, "web", "u"+strconv.Itoa(i))); err != nil {
 			t.Fatal(err)
 		}
 		if n := e.commits(t, ref); n > 3 {

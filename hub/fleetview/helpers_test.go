@@ -5,60 +5,16 @@ import (
 	"testing"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	"github.com/flotilla-gitops/flotilla/agent/statuswriter"
 	"github.com/flotilla-gitops/flotilla/pkg/gitrepo"
 	"github.com/flotilla-gitops/flotilla/pkg/slice"
 	"github.com/flotilla-gitops/flotilla/pkg/status"
 	"github.com/flotilla-gitops/flotilla/test/gitserver"
+	"github.com/flotilla-gitops/flotilla/test/statusdoc"
 )
 
 // t0 is the fixture's fixed time: the golden files depend on it.
-var t0 = time.Date(2026, 11, 2, 10, 0, 0, 0, time.UTC)
-
-func agentAuth(srv *gitserver.Server, cluster string) gitrepo.Auth {
-	user := gitserver.AgentUser(cluster)
-	return gitrepo.Auth{Username: user, Password: srv.Password(user)}
-}
-
-// readyDoc is a healthy document for cluster at revision rev.
-func readyDoc(cluster, rev string, units ...string) *status.ClusterStatus {
-	if len(units) == 0 {
-		units = []string{"web"}
-	}
-	d := &status.ClusterStatus{
-		Cluster:         cluster,
-		Agent:           status.Agent{Version: "test"},
-		DesiredRevision: rev, FetchedRevision: rev, AppliedRevision: rev,
-		Conditions: readyConditions("Applied revision: " + rev),
-	}
-	for _, u := range units {
-		d.Units = append(d.Units, status.UnitStatus{Name: u, Hash: "sha256:" + u, AppliedRevision: rev, Objects: 2,
-			Conditions: readyConditions("")})
-	}
-	return d
-}
-
-func readyConditions(msg string) []metav1.Condition {
-	return []metav1.Condition{{Type: status.ConditionReady, Status: metav1.ConditionTrue, Reason: status.ReasonSucceeded, Message: msg,
-		LastTransitionTime: metav1.NewTime(t0)}}
-}
-
-// failUnit marks a unit of d as failed to apply with msg.
-func failUnit(d *status.ClusterStatus, unit, reason, msg string) {
-	for i := range d.Units {
-		if d.Units[i].Name == unit {
-			d.Units[i].LastError = msg
-			d.Units[i].Conditions = []metav1.Condition{
-				{Type: status.ConditionReady, Status: metav1.ConditionFalse, Reason: reason, Message: msg, LastTransitionTime: metav1.NewTime(t0)},
-				{Type: status.ConditionStalled, Status: metav1.ConditionTrue, Reason: reason, Message: msg, LastTransitionTime: metav1.NewTime(t0)},
-			}
-		}
-	}
-	d.AppliedRevision = ""
-	d.Conditions = []metav1.Condition{{Type: status.ConditionReady, Status: metav1.ConditionFalse, Reason: reason, Message: "units " + unit + " not ready", LastTransitionTime: metav1.NewTime(t0)}}
-}
+var t0 = statusdoc.T0
 
 // pushProductionFleet pushes the first commit of a fleet repo whose
 // clusters are all members of fleet production, each with a slice, and
@@ -92,11 +48,11 @@ func publishedFleet(t *testing.T, clusters []string, change func(cluster string,
 	}
 	rev := pushProductionFleet(t, srv, url, clusters)
 	for _, c := range clusters {
-		doc := readyDoc(c, rev)
+		doc := statusdoc.Ready(c, rev)
 		if change != nil {
 			change(c, doc)
 		}
-		w, err := statuswriter.NewWriter(statuswriter.WriterOptions{Cluster: c, URL: url, Auth: agentAuth(srv, c),
+		w, err := statuswriter.NewWriter(statuswriter.WriterOptions{Cluster: c, URL: url, Auth: statusdoc.AgentAuth(srv, c),
 			HeartbeatInterval: 30 * time.Second, Now: func() time.Time { return t0 }})
 		if err != nil {
 			t.Fatal(err)

@@ -22,6 +22,7 @@ import (
 	"github.com/flotilla-gitops/flotilla/pkg/slice"
 	"github.com/flotilla-gitops/flotilla/test/gitserver"
 	"github.com/flotilla-gitops/flotilla/test/golden"
+	"github.com/flotilla-gitops/flotilla/test/statusdoc"
 	"github.com/flotilla-gitops/flotilla/test/testkeys"
 )
 
@@ -106,7 +107,7 @@ func newFixture(t *testing.T) *fixture {
 
 	publish := func(doc *status.ClusterStatus, at time.Time, signer signature.Signer) {
 		t.Helper()
-		w, err := statuswriter.NewWriter(statuswriter.WriterOptions{Cluster: doc.Cluster, URL: url, Auth: agentAuth(srv, doc.Cluster),
+		w, err := statuswriter.NewWriter(statuswriter.WriterOptions{Cluster: doc.Cluster, URL: url, Auth: statusdoc.AgentAuth(srv, doc.Cluster),
 			HeartbeatInterval: 30 * time.Second, Signer: signer, Now: func() time.Time { return at }})
 		if err != nil {
 			t.Fatal(err)
@@ -116,7 +117,7 @@ func newFixture(t *testing.T) *fixture {
 		}
 	}
 	// member1: applied c2 (c3 did not touch its slice): in sync; two jobs.
-	m1 := readyDoc("member1", r2)
+	m1 := statusdoc.Ready("member1", r2)
 	m1.Units[0].Hash = "sha256:v2"
 	m1.KubernetesVersion = "v1.36.3"
 	start := metav1.NewTime(t0.Add(-30 * time.Minute))
@@ -126,13 +127,13 @@ func newFixture(t *testing.T) *fixture {
 	}
 	publish(m1, t0, nil)
 	// member2: fetched c2, its web unit fails to apply.
-	m2 := readyDoc("member2", r1)
+	m2 := statusdoc.Ready("member2", r1)
 	m2.DesiredRevision, m2.FetchedRevision = r2, r2
-	failUnit(m2, "web", status.ReasonApplyFailed, `Deployment/web/web dry-run: apply failed: Deployment.apps "web" is invalid: spec.template.spec.containers[0].image: Required value`)
+	statusdoc.FailUnit(m2, "web", status.ReasonApplyFailed, `Deployment/web/web dry-run: apply failed: Deployment.apps "web" is invalid: spec.template.spec.containers[0].image: Required value`)
 	m2.AppliedRevision = r1
 	publish(m2, t0.Add(-10*time.Second), nil)
 	// member3: fetched c2, still waiting for web's health; signed.
-	m3 := readyDoc("member3", r1)
+	m3 := statusdoc.Ready("member3", r1)
 	m3.DesiredRevision, m3.FetchedRevision = r2, r2
 	m3.Units[0].Hash = "sha256:v2"
 	m3.Units[0].Conditions = []metav1.Condition{
@@ -142,24 +143,24 @@ func newFixture(t *testing.T) *fixture {
 	signer3 := testkeys.SSHSeeded(t, 3, "").Signer
 	publish(m3, t0, signer3)
 	// member4: healthy, but then someone rewrote its ref with another file.
-	publish(readyDoc("member4", r1), t0, nil)
-	forged, err := status.Encode(readyDoc("member4", r1))
+	publish(statusdoc.Ready("member4", r1), t0, nil)
+	forged, err := status.Encode(statusdoc.Ready("member4", r1))
 	if err != nil {
 		t.Fatal(err)
 	}
 	push(status.RefFor("member4"), map[string][]byte{status.FileName: forged, "evil.yaml": []byte("x: 1\n")}, "fix status", gitrepo.Signature{Name: "mallory", When: t0}, maint)
 	// member5: requires signatures, its agent does not sign.
-	publish(readyDoc("member5", r1), t0, nil)
+	publish(statusdoc.Ready("member5", r1), t0, nil)
 	// member6: its agent claims to be member1.
-	claim, err := status.Encode(readyDoc("member1", r2))
+	claim, err := status.Encode(statusdoc.Ready("member1", r2))
 	if err != nil {
 		t.Fatal(err)
 	}
-	push(status.RefFor("member6"), map[string][]byte{status.FileName: claim}, "status", gitrepo.Signature{Name: "member6", When: t0}, agentAuth(srv, "member6"))
+	push(status.RefFor("member6"), map[string][]byte{status.FileName: claim}, "status", gitrepo.Signature{Name: "member6", When: t0}, statusdoc.AgentAuth(srv, "member6"))
 	// edge-1: last heard of 15 minutes ago (threshold 2m × 5).
-	publish(readyDoc("edge-1", r1), t0.Add(-15*time.Minute), nil)
+	publish(statusdoc.Ready("edge-1", r1), t0.Add(-15*time.Minute), nil)
 	// edge-2: never reported. ghost: no such cluster.
-	push(status.RefFor("ghost"), map[string][]byte{status.FileName: claim}, "boo", gitrepo.Signature{Name: "ghost", When: t0}, agentAuth(srv, "ghost"))
+	push(status.RefFor("ghost"), map[string][]byte{status.FileName: claim}, "boo", gitrepo.Signature{Name: "ghost", When: t0}, statusdoc.AgentAuth(srv, "ghost"))
 	return f
 }
 
@@ -204,12 +205,12 @@ func testReadChecksSigner(t *testing.T, f *fixture) {
 		{5, []string{"web", "db"}, StateInSync},
 	} {
 		signer := testkeys.SSHSeeded(t, tt.seed, "").Signer
-		w, err := statuswriter.NewWriter(statuswriter.WriterOptions{Cluster: "member5", URL: f.url, Auth: agentAuth(f.srv, "member5"), Signer: signer,
+		w, err := statuswriter.NewWriter(statuswriter.WriterOptions{Cluster: "member5", URL: f.url, Auth: statusdoc.AgentAuth(f.srv, "member5"), Signer: signer,
 			Now: func() time.Time { return t0 }})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := w.Publish(ctx, readyDoc("member5", "main@sha1:"+f.c1, tt.units...)); err != nil {
+		if err := w.Publish(ctx, statusdoc.Ready("member5", "main@sha1:"+f.c1, tt.units...)); err != nil {
 			t.Fatal(err)
 		}
 		v, err := Read(ctx, o)

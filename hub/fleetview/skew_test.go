@@ -9,6 +9,7 @@ import (
 
 	"github.com/flotilla-gitops/flotilla/agent/statuswriter"
 	"github.com/flotilla-gitops/flotilla/test/gitserver"
+	"github.com/flotilla-gitops/flotilla/test/statusdoc"
 )
 
 // Status hides clock trouble and impostors: a heartbeat from the future
@@ -26,12 +27,12 @@ func TestStatusHidesClockTroubleAndImpostors(t *testing.T) {
 	rev := pushProductionFleet(t, srv, url, clusters)
 	publish := func(cluster, instance string, at time.Time, takeOver bool) {
 		t.Helper()
-		w, err := statuswriter.NewWriter(statuswriter.WriterOptions{Cluster: cluster, URL: url, Auth: agentAuth(srv, cluster),
+		w, err := statuswriter.NewWriter(statuswriter.WriterOptions{Cluster: cluster, URL: url, Auth: statusdoc.AgentAuth(srv, cluster),
 			InstanceID: instance, TakeOver: takeOver, HeartbeatInterval: 30 * time.Second, Now: func() time.Time { return at }})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := w.Publish(ctx, readyDoc(cluster, rev)); err != nil {
+		if err := w.Publish(ctx, statusdoc.Ready(cluster, rev)); err != nil {
 			t.Fatalf("publish %s: %v", cluster, err)
 		}
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/flotilla-gitops/flotilla/test/agentproc"
 	"github.com/flotilla-gitops/flotilla/test/fleetrepo"
 	"github.com/flotilla-gitops/flotilla/test/gitserver"
+	"github.com/flotilla-gitops/flotilla/test/statusdoc"
 	"github.com/flotilla-gitops/flotilla/test/testenv"
 	"github.com/flotilla-gitops/flotilla/test/treefile"
 )
@@ -126,14 +127,9 @@ type agent struct {
 	writer *statuswriter.Writer
 }
 
-func agentAuth(srv *gitserver.Server, cluster string) gitrepo.Auth {
-	user := gitserver.AgentUser(cluster)
-	return gitrepo.Auth{Username: user, Password: srv.Password(user)}
-}
-
 func startAgent(t *testing.T, c *testenv.Cluster, srv *gitserver.Server, name string) *agent {
 	t.Helper()
-	auth := agentAuth(srv, name)
+	auth := statusdoc.AgentAuth(srv, name)
 	w, err := statuswriter.NewWriter(statuswriter.WriterOptions{
 		Cluster: name, URL: srv.URL("fleet"), Auth: auth, Timeout: 20 * time.Second,
 		HeartbeatInterval: heartbeat, RetryBackoff: gitrepo.Backoff{Initial: 200 * time.Millisecond, Max: 2 * time.Second},
@@ -312,7 +308,7 @@ func TestStatusThroughGit(t *testing.T) {
 	ctx := context.Background()
 	sneak := func(cluster, ref string) error {
 		_, err := gitrepo.PushFiles(ctx, srv.URL("fleet"), ref, map[string][]byte{"x.yaml": []byte("x: 1\n")}, "sneaky",
-			gitrepo.Signature{Name: cluster}, gitrepo.PushOptions{Auth: agentAuth(srv, cluster)})
+			gitrepo.Signature{Name: cluster}, gitrepo.PushOptions{Auth: statusdoc.AgentAuth(srv, cluster)})
 		return err
 	}
 	if err := sneak("alpha", "refs/heads/main"); !errors.Is(err, gitrepo.ErrRejected) {
@@ -360,7 +356,7 @@ func TestStatusThroughGit(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := gitrepo.PushFiles(ctx, srv.URL("fleet"), status.RefFor("gamma"), map[string][]byte{status.FileName: data}, "all good",
-		gitrepo.Signature{Name: "gamma"}, gitrepo.PushOptions{Auth: agentAuth(srv, "gamma")}); err != nil {
+		gitrepo.Signature{Name: "gamma"}, gitrepo.PushOptions{Auth: statusdoc.AgentAuth(srv, "gamma")}); err != nil {
 		t.Fatal(err)
 	}
 	h.waitFleet(t, 3*time.Minute, "gamma Untrusted, beta still Failing", func(c map[string]fleetview.ClusterView, _ *fleetview.View) bool {
