@@ -14,9 +14,11 @@ import (
 // it. Without one (Config.Volcano nil) volcano units are applied like
 // manifests.
 type Volcano interface {
-	// Installed: nil, volcano.ErrNotInstalled or a discovery error.
+	// Installed: nil, or why Volcano's APIs cannot be used (a
+	// *status.Failure for volcano.ErrNotInstalled or a discovery error).
 	Installed(ctx context.Context) error
-	// SubmitJob creates a job unit's job, never re-applying it.
+	// SubmitJob creates a job unit's job, never re-applying it; its error
+	// is a *status.Failure.
 	SubmitJob(ctx context.Context, req volcano.JobRequest) (*volcano.JobResult, error)
 	// RetainRemoved: a job unit that left the slice is kept for now.
 	RetainRemoved(ctx context.Context, unit string) (bool, error)

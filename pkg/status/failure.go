@@ -34,12 +34,17 @@ func Retrying(reason string, err error) error {
 	return &Failure{Reason: reason, Err: err}
 }
 
-// FailureOf is the outermost Failure in err's chain (the innermost code
-// that failed may be overruled by its caller, which knows more), else an
-// unstalled failure with fallback as its reason.
+// FailureOf says how err is reported: with the reason and stalled-ness of
+// the outermost Failure in its chain (the innermost code that failed may be
+// overruled by a caller that knows more), else unstalled with fallback as
+// the reason; its Err is err itself, so its text keeps all of err's context.
 func FailureOf(err error, fallback string) *Failure {
-	if f, ok := errors.AsType[*Failure](err); ok {
+	f, ok := errors.AsType[*Failure](err)
+	switch {
+	case !ok:
+		return &Failure{Reason: fallback, Err: err}
+	case error(f) == err:
 		return f
 	}
-	return &Failure{Reason: fallback, Err: err}
+	return &Failure{Reason: f.Reason, Stalled: f.Stalled, Err: err}
 }
