@@ -16,10 +16,9 @@ import (
 
 	"sigs.k8s.io/yaml"
 
-	"github.com/flotilla-gitops/flotilla/agent/truststate"
-
 	"github.com/flotilla-gitops/flotilla/agent/apply"
 	"github.com/flotilla-gitops/flotilla/agent/reconcile"
+	"github.com/flotilla-gitops/flotilla/agent/truststate"
 	"github.com/flotilla-gitops/flotilla/pkg/gitrepo"
 )
 

@@ -13,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/selection"
 
 	"github.com/flotilla-gitops/flotilla/pkg/placement"
-
 	"github.com/flotilla-gitops/flotilla/pkg/plural"
 )
 

@@ -7,7 +7,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/flotilla-gitops/flotilla/hub/bootstrap"
-
 	"github.com/flotilla-gitops/flotilla/pkg/plural"
 )
 

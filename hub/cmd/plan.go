@@ -12,7 +12,6 @@ import (
 	"github.com/flotilla-gitops/flotilla/hub/fleet"
 	"github.com/flotilla-gitops/flotilla/hub/fleetrender"
 	"github.com/flotilla-gitops/flotilla/hub/plan"
-
 	"github.com/flotilla-gitops/flotilla/pkg/plural"
 )
 

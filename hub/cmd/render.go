@@ -16,7 +16,6 @@ import (
 	"github.com/flotilla-gitops/flotilla/hub/fleetrender"
 	"github.com/flotilla-gitops/flotilla/hub/gitsource"
 	"github.com/flotilla-gitops/flotilla/pkg/gitrepo"
-
 	"github.com/flotilla-gitops/flotilla/pkg/plural"
 )
 

@@ -9,7 +9,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/flotilla-gitops/flotilla/hub/fleetrender"
-
 	"github.com/flotilla-gitops/flotilla/pkg/plural"
 )
 

@@ -4,10 +4,9 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/flotilla-gitops/flotilla/hub/fleet"
 	"github.com/flotilla-gitops/flotilla/pkg/gitrepo/signature"
 	"github.com/flotilla-gitops/flotilla/pkg/status"
-
-	"github.com/flotilla-gitops/flotilla/hub/fleet"
 )
 
 // ClusterDocument is one cluster's status document as the hub reads it.

@@ -12,9 +12,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
-	"github.com/flotilla-gitops/flotilla/pkg/status"
-
 	"github.com/flotilla-gitops/flotilla/pkg/plural"
+	"github.com/flotilla-gitops/flotilla/pkg/status"
 )
 
 // JobsView is the fleet's Volcano jobs as the agents report them:

@@ -10,12 +10,11 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/flotilla-gitops/flotilla/pkg/status"
-
 	"gopkg.in/yaml.v3"
 	"k8s.io/apimachinery/pkg/util/duration"
 
 	"github.com/flotilla-gitops/flotilla/pkg/plural"
+	"github.com/flotilla-gitops/flotilla/pkg/status"
 )
 
 // Output formats of WriteFleet and WriteRollout.

@@ -9,14 +9,12 @@ import (
 	"sync"
 	"time"
 
-	"github.com/flotilla-gitops/flotilla/pkg/status"
-
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/flotilla-gitops/flotilla/hub/fleet"
-	"github.com/flotilla-gitops/flotilla/pkg/slice"
-
 	"github.com/flotilla-gitops/flotilla/pkg/plural"
+	"github.com/flotilla-gitops/flotilla/pkg/slice"
+	"github.com/flotilla-gitops/flotilla/pkg/status"
 )
 
 // State is a cluster's state in the fleet view.

@@ -12,14 +12,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flotilla-gitops/flotilla/agent/statuswriter"
-	"github.com/flotilla-gitops/flotilla/pkg/gitrepo/signature"
-	"github.com/flotilla-gitops/flotilla/pkg/status"
-
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/flotilla-gitops/flotilla/agent/statuswriter"
 	"github.com/flotilla-gitops/flotilla/pkg/gitrepo"
+	"github.com/flotilla-gitops/flotilla/pkg/gitrepo/signature"
 	"github.com/flotilla-gitops/flotilla/pkg/slice"
+	"github.com/flotilla-gitops/flotilla/pkg/status"
 	"github.com/flotilla-gitops/flotilla/test/gitserver"
 	"github.com/flotilla-gitops/flotilla/test/golden"
 	"github.com/flotilla-gitops/flotilla/test/statusdoc"

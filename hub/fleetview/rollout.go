@@ -7,13 +7,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/flotilla-gitops/flotilla/pkg/status"
-
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/flotilla-gitops/flotilla/hub/rollout"
 	"github.com/flotilla-gitops/flotilla/pkg/gitrepo"
 	"github.com/flotilla-gitops/flotilla/pkg/slice"
+	"github.com/flotilla-gitops/flotilla/pkg/status"
 )
 
 // RolloutState is how far a merged change got on one cluster.

@@ -12,10 +12,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/flotilla-gitops/flotilla/pkg/status"
-
 	"github.com/flotilla-gitops/flotilla/hub/fleet"
 	"github.com/flotilla-gitops/flotilla/pkg/gitrepo"
+	"github.com/flotilla-gitops/flotilla/pkg/status"
 )
 
 // ReadOptions say where the hub reads the fleet from.

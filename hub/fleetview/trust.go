@@ -6,11 +6,10 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/flotilla-gitops/flotilla/pkg/gitrepo/signature"
-	"github.com/flotilla-gitops/flotilla/pkg/status"
-
 	"github.com/flotilla-gitops/flotilla/hub/fleet"
 	"github.com/flotilla-gitops/flotilla/pkg/gitrepo"
+	"github.com/flotilla-gitops/flotilla/pkg/gitrepo/signature"
+	"github.com/flotilla-gitops/flotilla/pkg/status"
 )
 
 // remoteStatusPrefix is where a clone made by the git CLI keeps the

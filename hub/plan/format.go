@@ -7,9 +7,8 @@ import (
 	"io"
 	"strings"
 
-	"github.com/flotilla-gitops/flotilla/pkg/render"
-
 	"github.com/flotilla-gitops/flotilla/pkg/plural"
+	"github.com/flotilla-gitops/flotilla/pkg/render"
 )
 
 // Output formats.
