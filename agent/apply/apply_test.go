@@ -384,6 +384,11 @@ subjects:
 			t.Fatal(err)
 		}
 	}
+	for _, can := range [][2]string{{"get", "configmaps"}, {"create", "secrets"}} {
+		if err := c.WaitAllowed(ctx(t), testenv.RestrictedUser, can[0], "", can[1], ns); err != nil {
+			t.Fatal(err)
+		}
+	}
 	cfg := c.RestrictedRESTConfig()
 	f.counter.Wrap(cfg)
 	restricted, err := apply.New(cfg, apply.Options{InventoryNamespace: f.invNS})
@@ -425,6 +430,9 @@ stringData: {k: v}
 	cr.SetKind("ClusterRole")
 	cr.SetName("pruner-test")
 	if err := f.k.Patch(ctx(t), cr, client.RawPatch(types.JSONPatchType, []byte(`[{"op":"add","path":"/rules/1/verbs/-","value":"delete"}]`))); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.WaitAllowed(ctx(t), testenv.RestrictedUser, "delete", "", "secrets", ns); err != nil {
 		t.Fatal(err)
 	}
 	res, err = restricted.Apply(ctx(t), apply.UnitRequest{Name: "app", Hash: "2", Objects: objs[:1], Prune: true})
