@@ -13,6 +13,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/storage"
+	"github.com/go-git/go-git/v5/storage/filesystem/dotgit"
 	"github.com/go-git/go-git/v5/storage/memory"
 )
 
@@ -62,11 +63,7 @@ func ReadRefs(ctx context.Context, remote, prefix string, opts ReadOptions) ([]R
 		return nil, fmt.Errorf("read refs: prefix %q must start with refs/", prefix)
 	}
 	if fi, err := os.Stat(remote); err == nil && fi.IsDir() {
-		r, err := openLocal(remote)
-		if err != nil {
-			return nil, err
-		}
-		return readLocalRefs(ctx, r.Storer, prefix, opts)
+		return readRepoDir(ctx, remote, prefix, opts)
 	}
 	ep, err := opts.Auth.endpoint(remote, timeoutOr(opts.Timeout))
 	if err != nil {
@@ -151,18 +148,48 @@ func syncRefs(ctx context.Context, st storage.Storer, ep *endpoint, timeout time
 	return err
 }
 
+// readRepoDir reads a repository directory in place, while other processes
+// may push to it. go-git reads the lock file git writes beside a ref it
+// updates as one more ref; while that file is new it is empty, and the
+// whole listing fails (dotgit.ErrEmptyRefFile): such a read is tried again.
+func readRepoDir(ctx context.Context, dir, prefix string, opts ReadOptions) ([]RefFiles, error) {
+	const attempts, pause = 5, 50 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		r, err := openLocal(dir)
+		if err != nil {
+			return nil, err
+		}
+		refs, err := readLocalRefs(ctx, r.Storer, prefix, opts)
+		if !errors.Is(err, dotgit.ErrEmptyRefFile) || attempt == attempts {
+			return refs, err
+		}
+		t := time.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
 func readLocalRefs(ctx context.Context, st storage.Storer, prefix string, opts ReadOptions) ([]RefFiles, error) {
 	iter, err := st.IterReferences()
 	if err != nil {
 		return nil, err
 	}
 	var refs []*plumbing.Reference
-	_ = iter.ForEach(func(r *plumbing.Reference) error {
-		if strings.HasPrefix(r.Name().String(), prefix) && r.Type() == plumbing.HashReference {
+	err = iter.ForEach(func(r *plumbing.Reference) error {
+		// A name ending in .lock is git's lock file of a ref being
+		// updated, never a ref (git check-ref-format).
+		if name := r.Name().String(); strings.HasPrefix(name, prefix) && !strings.HasSuffix(name, ".lock") && r.Type() == plumbing.HashReference {
 			refs = append(refs, r)
 		}
 		return nil
 	})
+	if err != nil {
+		return nil, err
+	}
 	sort.Slice(refs, func(i, j int) bool { return refs[i].Name() < refs[j].Name() })
 	limit := opts.MaxFileSize
 	if limit <= 0 {

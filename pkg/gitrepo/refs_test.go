@@ -104,6 +104,20 @@ func TestReadRefs(t *testing.T) {
 			t.Fatal(err)
 		}
 		check(t, refs)
+		// A push in progress: git's lock file beside the ref it updates,
+		// holding the new hash, is not a ref of its own.
+		lock := filepath.Join(dir, filepath.FromSlash(prefix), "member1.lock")
+		if err := os.MkdirAll(filepath.Dir(lock), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(lock, []byte(hashes["edge1"]+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		refs, err = gitrepo.ReadRefs(ctx, dir, prefix, gitrepo.ReadOptions{File: "status.yaml"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		check(t, refs)
 	})
 	t.Run("local clone reads remote-tracking refs", func(t *testing.T) {
 		dir := filepath.Join(t.TempDir(), "clone")
