@@ -153,7 +153,8 @@ func syncRefs(ctx context.Context, st storage.Storer, ep *endpoint, timeout time
 // updates as one more ref; while that file is new it is empty, and the
 // whole listing fails (dotgit.ErrEmptyRefFile): such a read is tried again.
 func readRepoDir(ctx context.Context, dir, prefix string, opts ReadOptions) ([]RefFiles, error) {
-	const attempts, pause = 5, 50 * time.Millisecond
+	const attempts = 5
+	pause := Backoff{Initial: 50 * time.Millisecond, Max: time.Second}
 	for attempt := 1; ; attempt++ {
 		r, err := openLocal(dir)
 		if err != nil {
@@ -163,12 +164,8 @@ func readRepoDir(ctx context.Context, dir, prefix string, opts ReadOptions) ([]R
 		if !errors.Is(err, dotgit.ErrEmptyRefFile) || attempt == attempts {
 			return refs, err
 		}
-		t := time.NewTimer(pause)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil, ctx.Err()
-		case <-t.C:
+		if err := pause.Wait(ctx, attempt-1); err != nil {
+			return nil, err
 		}
 	}
 }

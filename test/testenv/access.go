@@ -3,7 +3,6 @@ package testenv
 import (
 	"context"
 	"fmt"
-	"time"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
 )
@@ -14,20 +13,11 @@ import (
 // written, so a test that grants and then acts at once races that moment.
 func (c *Cluster) WaitAllowed(ctx context.Context, user, verb, group, resource, namespace string) error {
 	attrs := &authorizationv1.ResourceAttributes{Verb: verb, Group: group, Resource: resource, Namespace: namespace}
-	for {
+	return poll(ctx, fmt.Sprintf("%s allowed to %s %s in %q", user, verb, resource, namespace), func(ctx context.Context) (bool, error) {
 		sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{User: user, ResourceAttributes: attrs}}
 		if err := c.client.Create(ctx, sar); err != nil {
-			return fmt.Errorf("access review: %w", err)
+			return false, fmt.Errorf("access review: %w", err)
 		}
-		if sar.Status.Allowed {
-			return nil
-		}
-		t := time.NewTimer(100 * time.Millisecond)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return fmt.Errorf("%s may not %s %s in %q: %w", user, verb, resource, namespace, ctx.Err())
-		case <-t.C:
-		}
-	}
+		return sar.Status.Allowed, nil
+	})
 }
