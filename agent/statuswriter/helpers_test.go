@@ -1,10 +1,6 @@
 package statuswriter
 
 import (
-	"context"
-	"os"
-	"os/exec"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -48,18 +44,4 @@ func startForge(t testing.TB, files map[string]string, clusters ...string) (*git
 	}
 	treefile.Write(t, dir, files)
 	return srv, srv.MustCreateRepo(t, "fleet", dir)
-}
-
-// gitOut runs the git CLI against a bare repository.
-func gitOut(t testing.TB, bare string, args ...string) string {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "git", append([]string{"--git-dir=" + bare}, args...)...)
-	cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "HOME="+t.TempDir())
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	return strings.TrimSpace(string(out))
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/flotilla-gitops/flotilla/agent/apply"
 	"github.com/flotilla-gitops/flotilla/pkg/status"
+	"github.com/flotilla-gitops/flotilla/test/gitserver"
 	"github.com/flotilla-gitops/flotilla/test/statusdoc"
 	"github.com/flotilla-gitops/flotilla/test/testenv"
 )
@@ -90,7 +91,7 @@ func TestSecretDataNeverReachesGit(t *testing.T) {
 	if err := w.Publish(ctx, doc); err != nil {
 		t.Fatal(err)
 	}
-	committed := gitOut(t, srv.RepoPath("fleet"), "show", status.RefFor("member1")+":"+status.FileName)
+	committed := gitserver.Git(t, "", "--git-dir="+srv.RepoPath("fleet"), "show", status.RefFor("member1")+":"+status.FileName)
 	for _, leak := range []string{marker, b64, marker[:16], strings.TrimRight(b64, "=")[:16]} {
 		if strings.Contains(committed, leak) {
 			t.Errorf("%q reached Git:\n%s", leak, committed)

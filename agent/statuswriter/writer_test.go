@@ -51,7 +51,7 @@ func newWriterEnv(t *testing.T, cluster string, mod func(*WriterOptions)) *write
 
 func (e *writerEnv) commits(t *testing.T, ref string) int {
 	t.Helper()
-	n, err := strconv.Atoi(gitOut(t, e.bare, "rev-list", "--count", ref))
+	n, err := strconv.Atoi(gitserver.Git(t, "", "--git-dir="+e.bare, "rev-list", "--count", ref))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +60,7 @@ func (e *writerEnv) commits(t *testing.T, ref string) int {
 
 func (e *writerEnv) committed(t *testing.T, ref string) *status.ClusterStatus {
 	t.Helper()
-	doc, err := status.Decode([]byte(gitOut(t, e.bare, "show", ref+":"+status.FileName) + "\n"))
+	doc, err := status.Decode([]byte(gitserver.Git(t, "", "--git-dir="+e.bare, "show", ref+":"+status.FileName) + "\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +140,7 @@ func TestWriterCommitsChangesOnly(t *testing.T) {
 	if got.Cluster != "member1" || len(got.Units) != 2 || !got.Heartbeat.Time.Equal(t0) || got.HeartbeatInterval.Duration != 10*time.Minute {
 		t.Errorf("committed document: %+v", got)
 	}
-	if who := gitOut(t, e.bare, "log", "-1", "--format=%an <%ae>|%cn|%s", ref); who != "member1 <agent@member1.flotilla>|member1|status: member1 2/2 units ready at main@sha1:111111111111" {
+	if who := gitserver.Git(t, "", "--git-dir="+e.bare, "log", "-1", "--format=%an <%ae>|%cn|%s", ref); who != "member1 <agent@member1.flotilla>|member1|status: member1 2/2 units ready at main@sha1:111111111111" {
 		t.Errorf("author and subject: %q", who)
 	}
 
@@ -170,7 +170,7 @@ func TestWriterCommitsChangesOnly(t *testing.T) {
 	if got := e.committed(t, ref); got.Units[0].Name != "api" || !status.UnitFailing(got.Units[0]) {
 		t.Errorf("the failure was not committed: %+v", got.Units)
 	}
-	if got := gitOut(t, e.bare, "show", "--format=", "--name-only", ref); got != status.FileName {
+	if got := gitserver.Git(t, "", "--git-dir="+e.bare, "show", "--format=", "--name-only", ref); got != status.FileName {
 		t.Errorf("the commit changed %q, want only %s", got, status.FileName)
 	}
 
@@ -220,7 +220,7 @@ func TestWriterHeartbeatIsOneSmallCommit(t *testing.T) {
 		t.Errorf("a heartbeat pushed %d bytes", d.ReceivePackBytes)
 	}
 	t.Logf("heartbeat: %d requests, %d bytes pushed, %d bytes received", d.ReceivePackInfoRefs+d.ReceivePacks, d.ReceivePackBytes, d.BytesSent)
-	diff := gitOut(t, e.bare, "diff", "--unified=0", ref+"~1", ref)
+	diff := gitserver.Git(t, "", "--git-dir="+e.bare, "diff", "--unified=0", ref+"~1", ref)
 	var changed []string
 	for _, l := range strings.Split(diff, "\n") {
 		if (strings.HasPrefix(l, "+") || strings.HasPrefix(l, "-")) && !strings.HasPrefix(l, "+++") && !strings.HasPrefix(l, "---") {
@@ -230,7 +230,7 @@ func TestWriterHeartbeatIsOneSmallCommit(t *testing.T) {
 	if len(changed) != 2 || !strings.Contains(changed[0], "heartbeat:") || !strings.Contains(changed[1], "heartbeat:") {
 		t.Errorf("the heartbeat commit changed more than the heartbeat:\n%s", diff)
 	}
-	if subject := gitOut(t, e.bare, "log", "-1", "--format=%s", ref); subject != "heartbeat: member1" {
+	if subject := gitserver.Git(t, "", "--git-dir="+e.bare, "log", "-1", "--format=%s", ref); subject != "heartbeat: member1" {
 		t.Errorf("subject %q", subject)
 	}
 	second := e.committed(t, ref)
@@ -329,7 +329,7 @@ func TestWriterRunHeartbeats(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	log := strings.Split(gitOut(t, e.bare, "log", "--format=%ct %s", ref), "\n")
+	log := strings.Split(gitserver.Git(t, "", "--git-dir="+e.bare, "log", "--format=%ct %s", ref), "\n")
 	beats := len(log) - 1
 	if timedOut || beats < wantBeats {
 		t.Fatalf("%d heartbeats at a 1s interval, want at least %d:\n%s", beats, wantBeats, strings.Join(log, "\n"))

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -205,10 +204,10 @@ func TestVendorRefusesAHostileSource(t *testing.T) {
 	if err := os.Symlink("../../../clusters/member1.yaml", filepath.Join(work, "deploy", "secret.yaml")); err != nil {
 		t.Fatal(err)
 	}
-	runGit(t, work, "init", "-q", "-b", "evil")
-	runGit(t, work, "add", "-A")
-	runGit(t, work, "-c", "user.name=t", "-c", "user.email=t@x", "commit", "-q", "-m", "evil")
-	runGit(t, srv.RepoPath("podinfo"), "fetch", "-q", work, "evil:refs/heads/evil")
+	gitserver.Git(t, work, "init", "-q", "-b", "evil")
+	gitserver.Git(t, work, "add", "-A")
+	gitserver.Git(t, work, "-c", "user.name=t", "-c", "user.email=t@x", "commit", "-q", "-m", "evil")
+	gitserver.Git(t, srv.RepoPath("podinfo"), "fetch", "-q", work, "evil:refs/heads/evil")
 
 	root := t.TempDir()
 	s := spec(srv)
@@ -223,21 +222,11 @@ func TestVendorRefusesAHostileSource(t *testing.T) {
 	if err := os.Remove(filepath.Join(work, "deploy", "secret.yaml")); err != nil {
 		t.Fatal(err)
 	}
-	runGit(t, work, "add", "-A")
-	runGit(t, work, "-c", "user.name=t", "-c", "user.email=t@x", "commit", "-q", "-m", "big only")
-	runGit(t, srv.RepoPath("podinfo"), "fetch", "-q", work, "+evil:refs/heads/evil")
+	gitserver.Git(t, work, "add", "-A")
+	gitserver.Git(t, work, "-c", "user.name=t", "-c", "user.email=t@x", "commit", "-q", "-m", "big only")
+	gitserver.Git(t, srv.RepoPath("podinfo"), "fetch", "-q", work, "+evil:refs/heads/evil")
 	_, err = gitsource.Vendor(context.Background(), root, []gitsource.Spec{s}, gitsource.Options{Auth: auth, Limits: gitrepo.TreeLimits{MaxFileSize: 32}})
 	if !errors.Is(err, gitrepo.ErrTooLarge) || !strings.Contains(err.Error(), "big.yaml") {
 		t.Fatalf("oversized: %v, want ErrTooLarge naming big.yaml", err)
-	}
-}
-
-func runGit(t *testing.T, dir string, args ...string) {
-	t.Helper()
-	cmd := exec.Command("git", args...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null", "HOME="+t.TempDir(), "GIT_TERMINAL_PROMPT=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("git %s: %v: %s", strings.Join(args, " "), err, out)
 	}
 }

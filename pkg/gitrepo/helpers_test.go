@@ -3,9 +3,7 @@ package gitrepo_test
 import (
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/flotilla-gitops/flotilla/pkg/gitrepo"
@@ -76,30 +74,18 @@ func equalFiles(a, b map[string]string) bool {
 	return true
 }
 
-// git runs the git CLI, isolated from the user's configuration.
+// git runs the git CLI (gitserver.Git) as a fixed author and committer.
 func git(t *testing.T, dir string, args ...string) string {
 	t.Helper()
-	out, err := gitErr(t, dir, args...)
-	if err != nil {
-		t.Fatalf("git %s: %v: %s", strings.Join(args, " "), err, out)
-	}
-	return out
+	return gitserver.Git(t, dir, append(testIdentity, args...)...)
 }
 
 func gitErr(t *testing.T, dir string, args ...string) (string, error) {
 	t.Helper()
-	cmd := exec.Command("git", args...)
-	cmd.Dir = dir
-	home := filepath.Join(os.TempDir(), "flotilla-gitrepo-test-home")
-	_ = os.MkdirAll(home, 0o700)
-	cmd.Env = append(os.Environ(),
-		"GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null", "HOME="+home, "GIT_TERMINAL_PROMPT=0",
-		"GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.invalid",
-		"GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.invalid",
-	)
-	out, err := cmd.CombinedOutput()
-	return strings.TrimSpace(string(out)), err
+	return gitserver.GitErr(t, dir, append(testIdentity, args...)...)
 }
+
+var testIdentity = []string{"-c", "user.name=t", "-c", "user.email=t@example.invalid"}
 
 // commitMain commits files (nil content deletes) to main as the maintainer
 // through a Writer: in-process, much cheaper than the git CLI helper, for

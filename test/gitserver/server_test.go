@@ -15,15 +15,6 @@ import (
 	"github.com/flotilla-gitops/flotilla/test/treefile"
 )
 
-func runGit(t *testing.T, dir string, args ...string) (string, error) {
-	t.Helper()
-	cmd := exec.Command("git", args...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null", "HOME="+t.TempDir(), "GIT_TERMINAL_PROMPT=0")
-	out, err := cmd.CombinedOutput()
-	return strings.TrimSpace(string(out)), err
-}
-
 func writeTree(t *testing.T, files map[string]string) string {
 	t.Helper()
 	dir := t.TempDir()
@@ -39,7 +30,7 @@ func TestCreateRepoAndClone(t *testing.T) {
 		t.Fatalf("url = %s", url)
 	}
 	dst := filepath.Join(t.TempDir(), "clone")
-	if out, err := runGit(t, "", "clone", "-q", srv.UserURL("fleet", AgentUser("member1")), dst); err != nil {
+	if out, err := GitErr(t, "", "clone", "-q", srv.UserURL("fleet", AgentUser("member1")), dst); err != nil {
 		t.Fatalf("clone: %v: %s", err, out)
 	}
 	got, err := os.ReadFile(filepath.Join(dst, "clusters/member1.yaml"))
@@ -79,7 +70,7 @@ func TestAuthentication(t *testing.T) {
 			cfg.AnonymousRead = tc.anon
 			srv := Start(t, cfg)
 			srv.MustCreateRepo(t, "r", writeTree(t, map[string]string{"a": "1"}))
-			out, err := runGit(t, "", "ls-remote", tc.url(srv), "refs/heads/main")
+			out, err := GitErr(t, "", "ls-remote", tc.url(srv), "refs/heads/main")
 			if tc.wantErr != (err != nil) {
 				t.Fatalf("ls-remote err = %v (want error %v): %s", err, tc.wantErr, out)
 			}
@@ -99,11 +90,11 @@ func TestAnonymousPushRefused(t *testing.T) {
 	srv := Start(t, cfg)
 	srv.MustCreateRepo(t, "r", writeTree(t, map[string]string{"a": "1"}))
 	work := filepath.Join(t.TempDir(), "w")
-	if out, err := runGit(t, "", "clone", "-q", srv.URL("r"), work); err != nil {
+	if out, err := GitErr(t, "", "clone", "-q", srv.URL("r"), work); err != nil {
 		t.Fatalf("anonymous clone: %v: %s", err, out)
 	}
-	runGit(t, work, "-c", "user.name=x", "-c", "user.email=x@y", "commit", "-q", "--allow-empty", "-m", "anon")
-	if out, err := runGit(t, work, "push", "origin", "HEAD:main"); err == nil {
+	GitErr(t, work, "-c", "user.name=x", "-c", "user.email=x@y", "commit", "-q", "--allow-empty", "-m", "anon")
+	if out, err := GitErr(t, work, "push", "origin", "HEAD:main"); err == nil {
 		t.Fatalf("anonymous push succeeded: %s", out)
 	}
 	if got := srv.Stats("r").ReceivePacks; got != 0 {
@@ -205,7 +196,7 @@ func TestStatsCountOperations(t *testing.T) {
 	url := srv.UserURL("r", Maintainer)
 
 	before := srv.Stats("r")
-	if out, err := runGit(t, "", "ls-remote", url); err != nil {
+	if out, err := GitErr(t, "", "ls-remote", url); err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}
 	d := srv.Stats("r").Sub(before)
@@ -227,17 +218,17 @@ func TestChunkedPush(t *testing.T) {
 	srv := Start(t, ForgeConfig())
 	srv.MustCreateRepo(t, "r", "")
 	work := t.TempDir()
-	runGit(t, work, "init", "-q", "-b", "main")
+	GitErr(t, work, "init", "-q", "-b", "main")
 	big := make([]byte, 4<<20)
 	for i := range big {
 		big[i] = byte(i*7919 + i/13) // poorly compressible
 	}
 	os.WriteFile(filepath.Join(work, "blob"), big, 0o644)
-	runGit(t, work, "add", ".")
-	if out, err := runGit(t, work, "-c", "user.name=m", "-c", "user.email=m@x", "commit", "-q", "-m", "big"); err != nil {
+	GitErr(t, work, "add", ".")
+	if out, err := GitErr(t, work, "-c", "user.name=m", "-c", "user.email=m@x", "commit", "-q", "-m", "big"); err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}
-	if out, err := runGit(t, work, "-c", "http.postBuffer=65536", "push", "-q", srv.UserURL("r", Maintainer), "HEAD:refs/heads/main"); err != nil {
+	if out, err := GitErr(t, work, "-c", "http.postBuffer=65536", "push", "-q", srv.UserURL("r", Maintainer), "HEAD:refs/heads/main"); err != nil {
 		t.Fatalf("push: %v: %s", err, out)
 	}
 	if srv.Head("r", "main") == "" {
@@ -249,17 +240,17 @@ func TestStopStart(t *testing.T) {
 	srv := Start(t, ForgeConfig())
 	srv.MustCreateRepo(t, "r", writeTree(t, map[string]string{"a": "1"}))
 	url := srv.UserURL("r", Maintainer)
-	if out, err := runGit(t, "", "ls-remote", url); err != nil {
+	if out, err := GitErr(t, "", "ls-remote", url); err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}
 	srv.Stop()
-	if out, err := runGit(t, "", "ls-remote", url); err == nil {
+	if out, err := GitErr(t, "", "ls-remote", url); err == nil {
 		t.Fatalf("ls-remote worked while stopped: %s", out)
 	}
 	if err := srv.Start(); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := runGit(t, "", "ls-remote", url); err != nil {
+	if out, err := GitErr(t, "", "ls-remote", url); err != nil {
 		t.Fatalf("after restart: %v: %s", err, out)
 	}
 }
