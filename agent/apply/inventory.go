@@ -230,6 +230,11 @@ func decodeEntries(data []byte) ([]Entry, error) {
 		if line == "" {
 			continue
 		}
+		// The scanner drops one CR before each newline; one more is not
+		// something the encoder writes, and it would not survive a round trip.
+		if strings.ContainsRune(line, '\r') {
+			return nil, fmt.Errorf("line %d: carriage return", lineNo)
+		}
 		switch line[0] {
 		case '@':
 			parts := strings.SplitN(line[1:], "/", 3)

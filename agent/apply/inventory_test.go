@@ -134,6 +134,7 @@ func TestInventoryDecodeErrors(t *testing.T) {
 func FuzzDecodeEntries(f *testing.F) {
 	f.Add([]byte("@apps/v1/Deployment\n#ns\n0123 4567 web\n~ - old\n- - new\n"))
 	f.Add([]byte("@/v1/Namespace\n#\n* - \"a\\nb\"\n"))
+	f.Add([]byte("@apps/v1/Deployment\r\n#\r\r\n0123 - web\r\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		entries, err := decodeEntries(data)
 		if err != nil {
