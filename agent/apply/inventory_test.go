@@ -116,10 +116,15 @@ func TestInventoryDecodeErrors(t *testing.T) {
 		"@apps\n#ns\n",                     // bad kind header
 		"@/v1/Service\n#ns\nonlyone\n",     // too few fields
 		"@/v1/Service\n#ns\na b \"unterminated\n",
+		"@/v1/Service\n#ns\r\r\na b x\n", // a CR beyond the one before a newline
 	} {
 		if _, err := decodeEntries([]byte(bad)); err == nil {
 			t.Errorf("decode %q: want error", bad)
 		}
+	}
+	// Line ends of CR LF are still read as line ends.
+	if got, err := decodeEntries([]byte("@/v1/Service\r\n#ns\r\na b x\r\n")); err != nil || len(got) != 1 || got[0].ID.Namespace != "ns" || got[0].ID.Name != "x" {
+		t.Errorf("CR LF: got %+v, %v; want one object ns/x", got, err)
 	}
 	cm := &corev1.ConfigMap{Data: map[string]string{keyFormat: "v9"}}
 	if _, err := inventoryFromConfigMap(cm); !errors.Is(err, ErrInventory) {
