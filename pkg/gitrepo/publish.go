@@ -142,7 +142,7 @@ func mirrorSliceRefs(ctx context.Context, repo *git.Repository, ep *endpoint, ti
 			return err
 		}
 	}
-	local, err := localSliceRefs(repo.Storer)
+	local, err := hashRefs(repo.Storer, SliceRefPrefix)
 	if err != nil {
 		return err
 	}
@@ -206,7 +206,7 @@ func pushSlicesExpecting(ctx context.Context, repo *git.Repository, ep *endpoint
 // remote's): the refs whose value differs, and the names the clone no
 // longer has, both sorted.
 func sliceChanges(st storer.ReferenceStorer, expected map[plumbing.ReferenceName]plumbing.Hash) (changed []*plumbing.Reference, gone []plumbing.ReferenceName, err error) {
-	local, err := localSliceRefs(st)
+	local, err := hashRefs(st, SliceRefPrefix)
 	if err != nil {
 		return nil, nil, err
 	}

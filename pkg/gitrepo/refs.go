@@ -12,6 +12,7 @@ import (
 	"github.com/go-git/go-git/v5/config"
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/go-git/go-git/v5/plumbing/storer"
 	"github.com/go-git/go-git/v5/storage"
 	"github.com/go-git/go-git/v5/storage/filesystem/dotgit"
 	"github.com/go-git/go-git/v5/storage/memory"
@@ -106,16 +107,11 @@ func syncRefs(ctx context.Context, st storage.Storer, ep *endpoint, timeout time
 		return err
 	}
 	local := map[string]plumbing.Hash{}
-	iter, err := st.IterReferences()
-	if err != nil {
-		return err
+	// A local ref the listing could not read is fetched again.
+	have, _ := hashRefs(st, prefix)
+	for _, r := range have {
+		local[r.Name().String()] = r.Hash()
 	}
-	_ = iter.ForEach(func(r *plumbing.Reference) error {
-		if strings.HasPrefix(r.Name().String(), prefix) && r.Type() == plumbing.HashReference {
-			local[r.Name().String()] = r.Hash()
-		}
-		return nil
-	})
 	var specs []config.RefSpec
 	wanted := 0
 	for name, h := range remote {
@@ -170,24 +166,30 @@ func readRepoDir(ctx context.Context, dir, prefix string, opts ReadOptions) ([]R
 	}
 }
 
-func readLocalRefs(ctx context.Context, st storage.Storer, prefix string, opts ReadOptions) ([]RefFiles, error) {
+// hashRefs lists st's hash refs under prefix, sorted by name. A name
+// ending in .lock is the lock file git writes beside a ref it updates in a
+// repository directory, never a ref (git check-ref-format).
+func hashRefs(st storer.ReferenceStorer, prefix string) ([]*plumbing.Reference, error) {
 	iter, err := st.IterReferences()
 	if err != nil {
 		return nil, err
 	}
 	var refs []*plumbing.Reference
 	err = iter.ForEach(func(r *plumbing.Reference) error {
-		// A name ending in .lock is git's lock file of a ref being
-		// updated, never a ref (git check-ref-format).
 		if name := r.Name().String(); strings.HasPrefix(name, prefix) && !strings.HasSuffix(name, ".lock") && r.Type() == plumbing.HashReference {
 			refs = append(refs, r)
 		}
 		return nil
 	})
+	sort.Slice(refs, func(i, j int) bool { return refs[i].Name() < refs[j].Name() })
+	return refs, err
+}
+
+func readLocalRefs(ctx context.Context, st storage.Storer, prefix string, opts ReadOptions) ([]RefFiles, error) {
+	refs, err := hashRefs(st, prefix)
 	if err != nil {
 		return nil, err
 	}
-	sort.Slice(refs, func(i, j int) bool { return refs[i].Name() < refs[j].Name() })
 	limit := opts.MaxFileSize
 	if limit <= 0 {
 		limit = 1 << 20

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"sort"
-	"strings"
 
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/filemode"
@@ -69,7 +67,7 @@ func pushSlicesExact(ctx context.Context, st storage.Storer, ep *endpoint, expec
 			tips[r.Hash()] = true
 		}
 	}
-	local, err := localSliceRefs(st)
+	local, err := hashRefs(st, SliceRefPrefix)
 	if err != nil {
 		return err
 	}
@@ -113,22 +111,6 @@ func pushSlicesExact(ctx context.Context, st storage.Storer, ep *endpoint, expec
 		return nil
 	}
 	return sendPack(ctx, sess, st, req, w.objects)
-}
-
-func localSliceRefs(st storer.ReferenceStorer) ([]*plumbing.Reference, error) {
-	iter, err := st.IterReferences()
-	if err != nil {
-		return nil, err
-	}
-	var out []*plumbing.Reference
-	err = iter.ForEach(func(r *plumbing.Reference) error {
-		if r.Type() == plumbing.HashReference && strings.HasPrefix(r.Name().String(), SliceRefPrefix) {
-			out = append(out, r)
-		}
-		return nil
-	})
-	sort.Slice(out, func(i, j int) bool { return out[i].Name() < out[j].Name() })
-	return out, err
 }
 
 // objectsWalk collects the objects of slice commits that their main

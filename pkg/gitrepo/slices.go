@@ -108,7 +108,7 @@ func CutSlices(repoDir, rev string, paths map[string][]string) (map[string]strin
 	// The previous slice commits, read once: looking each ref up would
 	// parse packed-refs (every status ref of the fleet) once per cluster.
 	prevs := map[plumbing.ReferenceName]plumbing.Hash{}
-	locals, err := localSliceRefs(repo.Storer)
+	locals, err := hashRefs(repo.Storer, SliceRefPrefix)
 	if err != nil {
 		return nil, err
 	}
@@ -210,9 +210,22 @@ func PushSlices(ctx context.Context, repoDir, remote string, auth Auth, timeout 
 		}
 		return classify(ctx, "push", ep.redacted, err)
 	}
+	// Named one by one, not by a wildcard, which go-git would expand over
+	// git's lock files too.
+	local, err := hashRefs(repo.Storer, SliceRefPrefix)
+	if err != nil {
+		return fmt.Errorf("list slice refs of %s: %w", repoDir, err)
+	}
+	if len(local) == 0 {
+		return nil // go-git would push its default, every branch
+	}
+	specs := make([]config.RefSpec, 0, len(local))
+	for _, r := range local {
+		specs = append(specs, config.RefSpec("+"+r.Name().String()+":"+r.Name().String()))
+	}
 	rem := git.NewRemote(repo.Storer, &config.RemoteConfig{Name: "origin", URLs: []string{ep.url}})
 	err = rem.PushContext(opCtx, &git.PushOptions{
-		RefSpecs: []config.RefSpec{config.RefSpec("+" + SliceRefPrefix + "*:" + SliceRefPrefix + "*")},
+		RefSpecs: specs,
 		Auth:     ep.auth,
 		CABundle: ep.caBundle,
 	})

@@ -267,6 +267,18 @@ func TestPushSlicesExact(t *testing.T) {
 		}
 	}
 	publish(true)
+	// Git updating a slice ref in the publisher's clone: the lock file it
+	// writes beside the ref is no slice of a cluster "member1.lock", and is
+	// never pushed.
+	lock := filepath.Join(clone, filepath.FromSlash(gitrepo.SliceRef("member1"))+".lock")
+	if err := os.WriteFile(lock, []byte(run(t, "", "git", "--git-dir="+clone, "rev-parse", gitrepo.SliceRef("member1"))+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if refs := run(t, "", "git", "--git-dir="+serverRepo, "for-each-ref", "--format=%(refname)", gitrepo.SliceRefPrefix); strings.Contains(refs, ".lock") {
+			t.Errorf("a lock file was pushed as a slice ref:\n%s", refs)
+		}
+	}()
 	srv.Commit(t, "fleet", gitserver.Maintainer, map[string]string{"rendered/member1/web/kust.yaml": "resources: [a.yaml]\n", "apps/db/manifests/sts.yaml": "kind: StatefulSet # v2\n"}, nil, "a merge")
 	run(t, clone, "git", "fetch", "-q", "origin", "+refs/heads/main:refs/heads/main")
 	publish(true)
