@@ -19,9 +19,9 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	ctrlclient "sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/flotilla-gitops/flotilla/pkg/gitrepo"
 	"github.com/flotilla-gitops/flotilla/pkg/status"
 	"github.com/flotilla-gitops/flotilla/test/gitserver"
+	"github.com/flotilla-gitops/flotilla/test/statusdoc"
 	"github.com/flotilla-gitops/flotilla/test/testenv"
 )
 
@@ -163,8 +163,7 @@ func publishStatus(t *testing.T, ctx context.Context, srv *gitserver.Server, ins
 	if err != nil {
 		t.Fatal(err)
 	}
-	user := gitserver.AgentUser("member1")
-	w, err := newStatusWriter(o, gitrepo.Auth{Username: user, Password: srv.Password(user)}, prometheus.NewRegistry(), instance)
+	w, err := newStatusWriter(o, statusdoc.AgentAuth(srv, "member1"), prometheus.NewRegistry(), instance)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -27,7 +27,7 @@ import (
 // is then only written to --status-file).
 const statusDisabled = "none"
 
-// statusOptions configure the status commits (pkg/statuswriter.Writer).
+// statusOptions configure the status commits (agent/statuswriter.Writer).
 type statusOptions struct {
 	repoURL           string
 	shards            int

@@ -15,6 +15,7 @@ import (
 	"github.com/flotilla-gitops/flotilla/pkg/redact"
 	"github.com/flotilla-gitops/flotilla/pkg/status"
 	"github.com/flotilla-gitops/flotilla/test/gitserver"
+	"github.com/flotilla-gitops/flotilla/test/statusdoc"
 )
 
 const leakedPassword = "hunter2-correct-horse"
@@ -34,9 +35,8 @@ func dashboardFleet(t *testing.T) (bare, head string) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		user := gitserver.AgentUser(doc.Cluster)
 		if _, err := gitrepo.PushFiles(context.Background(), url, status.RefFor(doc.Cluster), map[string][]byte{status.FileName: data}, "status",
-			gitrepo.Signature{Name: doc.Cluster}, gitrepo.PushOptions{Auth: gitrepo.Auth{Username: user, Password: srv.Password(user)}}); err != nil {
+			gitrepo.Signature{Name: doc.Cluster}, gitrepo.PushOptions{Auth: statusdoc.AgentAuth(srv, doc.Cluster)}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -20,11 +20,11 @@ import (
 	"github.com/flotilla-gitops/flotilla/hub/fleetrender"
 	"github.com/flotilla-gitops/flotilla/hub/fleetview"
 	"github.com/flotilla-gitops/flotilla/hub/rollout"
-	"github.com/flotilla-gitops/flotilla/pkg/gitrepo"
 	"github.com/flotilla-gitops/flotilla/pkg/slice"
 	"github.com/flotilla-gitops/flotilla/pkg/status"
 	"github.com/flotilla-gitops/flotilla/test/cijob"
 	"github.com/flotilla-gitops/flotilla/test/gitserver"
+	"github.com/flotilla-gitops/flotilla/test/statusdoc"
 )
 
 var rolloutClusters = []string{"a1", "b2", "c3", "d4"}
@@ -91,7 +91,7 @@ func (p publisher) publish(cluster string, unit status.UnitStatus) {
 	p.t.Helper()
 	w, err := statuswriter.NewWriter(statuswriter.WriterOptions{
 		Cluster: cluster, URL: p.url, HeartbeatInterval: 30 * time.Second,
-		Auth: gitrepo.Auth{Username: gitserver.AgentUser(cluster), Password: p.srv.Password(gitserver.AgentUser(cluster))},
+		Auth: statusdoc.AgentAuth(p.srv, cluster),
 	})
 	if err != nil {
 		p.t.Fatal(err)

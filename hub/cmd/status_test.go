@@ -21,6 +21,7 @@ import (
 	"github.com/flotilla-gitops/flotilla/pkg/gitrepo"
 	"github.com/flotilla-gitops/flotilla/pkg/status"
 	"github.com/flotilla-gitops/flotilla/test/gitserver"
+	"github.com/flotilla-gitops/flotilla/test/statusdoc"
 )
 
 // TestStatusCommand runs `flotilla status` and `status rollout` on the
@@ -34,7 +35,7 @@ func TestStatusCommand(t *testing.T) {
 
 	w, err := statuswriter.NewWriter(statuswriter.WriterOptions{
 		Cluster: "member1", URL: url, HeartbeatInterval: 30 * time.Second,
-		Auth: gitrepo.Auth{Username: gitserver.AgentUser("member1"), Password: srv.Password(gitserver.AgentUser("member1"))},
+		Auth: statusdoc.AgentAuth(srv, "member1"),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -95,7 +96,7 @@ func TestStatusExitCode(t *testing.T) {
 		t.Helper()
 		w, err := statuswriter.NewWriter(statuswriter.WriterOptions{
 			Cluster: cluster, URL: url, HeartbeatInterval: 30 * time.Second, Now: func() time.Time { return now },
-			Auth: gitrepo.Auth{Username: gitserver.AgentUser(cluster), Password: srv.Password(gitserver.AgentUser(cluster))},
+			Auth: statusdoc.AgentAuth(srv, cluster),
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -175,7 +176,7 @@ func TestStatusShardedRepos(t *testing.T) {
 		}
 		used[status.Shard(c, shards)] = true
 		w, err := statuswriter.NewWriter(statuswriter.WriterOptions{Cluster: c, URL: url,
-			Auth: gitrepo.Auth{Username: gitserver.AgentUser(c), Password: srv.Password(gitserver.AgentUser(c))}})
+			Auth: statusdoc.AgentAuth(srv, c)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -310,7 +311,7 @@ func TestStatusClockSkewTolerance(t *testing.T) {
 
 	w, err := statuswriter.NewWriter(statuswriter.WriterOptions{
 		Cluster: "member1", URL: url, HeartbeatInterval: 30 * time.Second,
-		Auth: gitrepo.Auth{Username: gitserver.AgentUser("member1"), Password: srv.Password(gitserver.AgentUser("member1"))},
+		Auth: statusdoc.AgentAuth(srv, "member1"),
 		Now:  func() time.Time { return time.Now().Add(time.Hour) },
 	})
 	if err != nil {

@@ -21,6 +21,7 @@ import (
 	"github.com/flotilla-gitops/flotilla/test/agentproc"
 	"github.com/flotilla-gitops/flotilla/test/cijob"
 	"github.com/flotilla-gitops/flotilla/test/gitserver"
+	"github.com/flotilla-gitops/flotilla/test/statusdoc"
 	"github.com/flotilla-gitops/flotilla/test/testenv"
 	"github.com/flotilla-gitops/flotilla/test/treefile"
 )
@@ -354,8 +355,7 @@ func drain(ch chan botPush) []time.Time {
 
 func startPushBenchAgent(b *testing.B, srv *gitserver.Server, url, name string, c *testenv.Cluster, poll time.Duration) *pushBenchAgent {
 	b.Helper()
-	user := gitserver.AgentUser(name)
-	auth := gitrepo.Auth{Username: user, Password: srv.Password(user)}
+	auth := statusdoc.AgentAuth(srv, name)
 	w, err := statuswriter.NewWriter(statuswriter.WriterOptions{
 		Cluster: name, URL: url, Auth: auth, Timeout: 20 * time.Second,
 		RetryBackoff: gitrepo.Backoff{Initial: 200 * time.Millisecond, Max: 2 * time.Second},

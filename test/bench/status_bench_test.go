@@ -19,6 +19,7 @@ import (
 	"github.com/flotilla-gitops/flotilla/pkg/gitrepo"
 	"github.com/flotilla-gitops/flotilla/pkg/status"
 	"github.com/flotilla-gitops/flotilla/test/gitserver"
+	"github.com/flotilla-gitops/flotilla/test/statusdoc"
 )
 
 // statusReadGoal is the issue's goal for `flotilla status` over 1,000
@@ -67,7 +68,7 @@ func BenchmarkStatusPushContention(b *testing.B) {
 		gate := make(chan struct{})
 		for _, c := range clusters {
 			w, err := statuswriter.NewWriter(statuswriter.WriterOptions{Cluster: c, URL: url, Timeout: 2 * time.Minute,
-				Auth: gitrepo.Auth{Username: gitserver.AgentUser(c), Password: srv.Password(gitserver.AgentUser(c))}})
+				Auth: statusdoc.AgentAuth(srv, c)})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -155,7 +156,7 @@ func BenchmarkStatusHeartbeat(b *testing.B) {
 		rev := "main@sha1:" + srv.Head("fleet", "main")
 		now := benchT0
 		w, err := statuswriter.NewWriter(statuswriter.WriterOptions{Cluster: "member1", URL: url, HeartbeatJitter: -1, Now: func() time.Time { return now },
-			Auth: gitrepo.Auth{Username: gitserver.AgentUser("member1"), Password: srv.Password(gitserver.AgentUser("member1"))}})
+			Auth: statusdoc.AgentAuth(srv, "member1")})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -280,7 +281,7 @@ func BenchmarkStatusRead1000(b *testing.B) {
 
 		// An agent's poll of a fleet repo holding the 1,000 status refs.
 		src := &gitrepo.Source{URL: srv.URL("fleet"), CacheDir: b.TempDir(),
-			Auth: gitrepo.Auth{Username: gitserver.AgentUser("cluster-00000"), Password: srv.Password(gitserver.AgentUser("cluster-00000"))}}
+			Auth: statusdoc.AgentAuth(srv, "cluster-00000")}
 		if _, err := src.Sync(context.Background()); err != nil {
 			b.Fatal(err)
 		}

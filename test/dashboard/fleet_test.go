@@ -26,6 +26,7 @@ import (
 	"github.com/flotilla-gitops/flotilla/pkg/render"
 	"github.com/flotilla-gitops/flotilla/test/agentproc"
 	"github.com/flotilla-gitops/flotilla/test/gitserver"
+	"github.com/flotilla-gitops/flotilla/test/statusdoc"
 	"github.com/flotilla-gitops/flotilla/test/testenv"
 	"github.com/flotilla-gitops/flotilla/test/treefile"
 )
@@ -206,8 +207,7 @@ func serveDashboard(t testing.TB, args ...string) string {
 // writer as its sink, as the binary wires it; with Volcano when vc.
 func startAgent(t *testing.T, c *testenv.Cluster, srv *gitserver.Server, name string, vc bool) *agentproc.InProcess {
 	t.Helper()
-	user := gitserver.AgentUser(name)
-	auth := gitrepo.Auth{Username: user, Password: srv.Password(user)}
+	auth := statusdoc.AgentAuth(srv, name)
 	w, err := statuswriter.NewWriter(statuswriter.WriterOptions{
 		Cluster: name, URL: srv.URL("fleet"), Auth: auth, Timeout: 20 * time.Second,
 		HeartbeatInterval: heartbeat, RetryBackoff: gitrepo.Backoff{Initial: 200 * time.Millisecond, Max: 2 * time.Second},
