@@ -93,7 +93,7 @@ func TestAnonymousPushRefused(t *testing.T) {
 	if out, err := GitErr(t, "", "clone", "-q", srv.URL("r"), work); err != nil {
 		t.Fatalf("anonymous clone: %v: %s", err, out)
 	}
-	GitErr(t, work, "-c", "user.name=x", "-c", "user.email=x@y", "commit", "-q", "--allow-empty", "-m", "anon")
+	Git(t, work, "-c", "user.name=x", "-c", "user.email=x@y", "commit", "-q", "--allow-empty", "-m", "anon")
 	if out, err := GitErr(t, work, "push", "origin", "HEAD:main"); err == nil {
 		t.Fatalf("anonymous push succeeded: %s", out)
 	}
@@ -218,13 +218,13 @@ func TestChunkedPush(t *testing.T) {
 	srv := Start(t, ForgeConfig())
 	srv.MustCreateRepo(t, "r", "")
 	work := t.TempDir()
-	GitErr(t, work, "init", "-q", "-b", "main")
+	Git(t, work, "init", "-q", "-b", "main")
 	big := make([]byte, 4<<20)
 	for i := range big {
 		big[i] = byte(i*7919 + i/13) // poorly compressible
 	}
 	os.WriteFile(filepath.Join(work, "blob"), big, 0o644)
-	GitErr(t, work, "add", ".")
+	Git(t, work, "add", ".")
 	if out, err := GitErr(t, work, "-c", "user.name=m", "-c", "user.email=m@x", "commit", "-q", "-m", "big"); err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}
