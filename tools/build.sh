@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the pinned test binaries (Kubernetes control plane, etcd, kwok, Volcano,
-# sops, an OCI registry)
+# sops, kustomize, an OCI registry)
 # into BIN_DIR from the Go module proxy.
 #
 # Usage: tools/build.sh BIN_DIR [GROUP...]
@@ -18,7 +18,7 @@ readonly RECIPE_VERSION=1
 # The groups `tools/build.sh BIN` builds: what the tests run. staticcheck
 # (for `make lint`) and flux (the peer of BenchmarkPeerFlux, `make
 # bench-flux`) are built only when named.
-readonly ALL_GROUPS=(etcd kube kwok registry sops volcano)
+readonly ALL_GROUPS=(etcd kube kustomize kwok registry sops volcano)
 
 TOOLS_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 readonly TOOLS_DIR
@@ -57,6 +57,7 @@ outputs_kwok() { echo kwok kwok-stages; }
 outputs_volcano() { echo vc-scheduler vc-controller-manager volcano; }
 outputs_staticcheck() { echo staticcheck; }
 outputs_sops() { echo sops; }
+outputs_kustomize() { echo kustomize; }
 outputs_registry() { echo registry; }
 outputs_flux() { echo source-controller kustomize-controller flux; }
 
@@ -169,6 +170,13 @@ build_sops() {
 	go_build "$1" "$2/sops" "" github.com/getsops/sops/v3/cmd/sops
 	# No version check: it would ask GitHub for the latest release.
 	expect_output sops "^sops ${version#v}" "$2/sops" --version --disable-version-check
+}
+
+build_kustomize() {
+	local version
+	version="$(module_version "$1" sigs.k8s.io/kustomize/kustomize/v5)"
+	go_build "$1" "$2/kustomize" "" sigs.k8s.io/kustomize/kustomize/v5
+	expect_output kustomize "^$version\$" "$2/kustomize" version
 }
 
 build_staticcheck() {

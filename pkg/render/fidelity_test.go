@@ -354,7 +354,13 @@ func TestKustomizeNamespaceMatchesKrusty(t *testing.T) {
 // goModVersion is the version of a module the root go.mod requires.
 func goModVersion(t *testing.T, path string) string {
 	t.Helper()
-	data, err := os.ReadFile("../../go.mod")
+	return goModVersionIn(t, "../../go.mod", path)
+}
+
+// goModVersionIn is the version of a module a go.mod requires.
+func goModVersionIn(t *testing.T, goMod, path string) string {
+	t.Helper()
+	data, err := os.ReadFile(goMod)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -364,6 +370,6 @@ func goModVersion(t *testing.T, path string) string {
 			return f[1]
 		}
 	}
-	t.Fatalf("go.mod does not require %s", path)
+	t.Fatalf("%s does not require %s", goMod, path)
 	return ""
 }

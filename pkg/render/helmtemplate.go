@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"path"
+	"slices"
 	"strings"
 
 	"helm.sh/helm/v3/pkg/chart"
@@ -78,7 +79,9 @@ func helmCapabilities(req *helmRequest) (*chartutil.Capabilities, error) {
 		return nil, fmt.Errorf("capabilities: %w", err)
 	}
 	caps.KubeVersion = *kv
-	caps.APIVersions = append(caps.APIVersions, req.APIVersions...)
+	// Copy shares DefaultCapabilities' slice: appending to it in place
+	// would hand this cluster's API versions to every later render.
+	caps.APIVersions = slices.Concat(caps.APIVersions, req.APIVersions)
 	caps.HelmVersion.Version = helmVersion
 	return caps, nil
 }

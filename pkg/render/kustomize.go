@@ -36,6 +36,9 @@ type preflight struct {
 	// which, like a Flux Kustomization's path, get Flux's generated
 	// kustomization when they have none.
 	root string
+	// setsSchema: a kustomization of the graph has an `openapi:` field,
+	// which changes kustomize's process-wide schema (see schemaGate).
+	setsSchema bool
 }
 
 func newPreflight(f *confinedFS) *preflight {
@@ -87,6 +90,9 @@ func (p *preflight) kustomization(dir string, pluginConfigs, generate bool) erro
 		return errFile(kfile, ErrKustomize, err.Error())
 	}
 	k.FixKustomization() // folds deprecated fields (bases, env, …) into current ones
+	if len(k.OpenAPI) > 0 {
+		p.setsSchema = true
+	}
 
 	if len(k.HelmCharts) > 0 || k.HelmGlobals != nil {
 		return errFile(kfile, ErrPluginsDisabled, "helmCharts inflates charts with the helm binary; use a helm application source instead")
@@ -299,50 +305,74 @@ func krustyOptions() *krusty.Options {
 	}
 }
 
-// build runs preflight and krusty on the unit directory dir.
-func build(ctx context.Context, f *confinedFS, dir string) (resmap.ResMap, *preflight, error) {
-	pf := newPreflight(f)
+// build runs preflight and krusty on the unit directory dir, then use on
+// krusty's output. All three run inside kustomizeSchema's gate, since
+// kustomize's resources read its process-wide schema as well (a kind's
+// scope, for one), and in a goroutine the caller stops waiting for at
+// ctx's end: krusty stops at its next read, which fails once ctx is done,
+// and only then leaves the gate.
+func build(ctx context.Context, f *confinedFS, dir string, use func(resmap.ResMap) error) error {
+	done := make(chan error, 1)
+	go func() { done <- newPreflight(f).build(ctx, dir, use) }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return timeoutError(ctx.Err())
+	}
+}
+
+func (p *preflight) build(ctx context.Context, dir string, use func(resmap.ResMap) error) error {
+	f := p.fs
+	// The preflight parses files with kustomize too: it enters as a build
+	// that sets no schema, and changes its turn for one that runs alone
+	// when a kustomization turns out to set one.
+	release, err := kustomizeSchema.enter(ctx, false)
+	if err != nil {
+		return timeoutError(err)
+	}
+	defer func() { release() }()
 	root, err := f.resolve(dir)
 	if err != nil {
-		return nil, pf, err
+		return err
 	}
-	pf.root = root
-	if err := pf.kustomization(dir, false, false); err != nil {
+	p.root = root
+	if err := p.kustomization(dir, false, false); err != nil {
 		if v := f.Violation(); v != nil {
-			return nil, pf, v
+			return v
 		}
-		return nil, pf, err
+		return err
 	}
-	realDir := root
-	type outcome struct {
-		m   resmap.ResMap
-		err error
+	if p.setsSchema {
+		release()
+		if release, err = kustomizeSchema.enter(ctx, true); err != nil {
+			release = func() {}
+			return timeoutError(err)
+		}
 	}
-	done := make(chan outcome, 1)
-	go func() {
-		m, err := krusty.MakeKustomizer(krustyOptions()).Run(f, f.abs(realDir))
-		done <- outcome{m, err}
-	}()
-	var o outcome
-	select {
-	case o = <-done:
-	case <-ctx.Done():
-		// krusty stops at its next read, which fails once ctx is done.
-		return nil, pf, timeoutError(ctx.Err())
-	}
+	m, err := krusty.MakeKustomizer(krustyOptions()).Run(f, f.abs(root))
 	if v := f.Violation(); v != nil {
-		return nil, pf, v
+		return v
 	}
-	if o.err != nil {
-		if types.IsErrOnlyBuiltinPluginsAllowed(o.err) {
-			return nil, pf, classed(ErrPluginsDisabled, f.relativize(o.err.Error()))
+	if err != nil {
+		if types.IsErrOnlyBuiltinPluginsAllowed(err) {
+			return classed(ErrPluginsDisabled, f.relativize(err.Error()))
 		}
-		if derr := diagnose(f, pf.resources); derr != nil {
-			return nil, pf, derr
+		if derr := diagnose(f, p.resources); derr != nil {
+			return derr
 		}
-		return nil, pf, classed(ErrKustomize, f.relativize(o.err.Error()))
+		return classed(ErrKustomize, f.relativize(err.Error()))
 	}
-	return o.m, pf, nil
+	if err := use(m); err != nil {
+		if errors.Is(err, ErrInvalidObject) {
+			// Name the source file when the object can be found there.
+			if derr := diagnose(f, p.resources); derr != nil {
+				return derr
+			}
+		}
+		return err
+	}
+	return nil
 }
 
 // relativize strips the repository's absolute path from a message.

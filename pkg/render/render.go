@@ -11,6 +11,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/kustomize/api/konfig"
+	"sigs.k8s.io/kustomize/api/resmap"
 	"sigs.k8s.io/yaml"
 
 	"github.com/flotilla-gitops/flotilla/pkg/slice"
@@ -131,29 +132,27 @@ func renderUnit(ctx context.Context, repoRoot string, u slice.Unit, opts Options
 		return nil, errFile(unitDir, ErrKustomize, fmt.Sprintf("unknown unit kind %q", u.Kind))
 	}
 
-	m, pf, err := build(ctx, f, unitDir)
-	if err != nil {
-		return nil, ensureClass(err, ErrKustomize)
-	}
 	// A helm unit's release namespace fills only namespaced objects that
 	// have none (helm install); other units had kustomize's namespace:.
 	ns, fill := u.Namespace, u.Kind == slice.UnitHelm
 	if fill {
 		ns = releaseNamespace(u)
 	}
-	unknown, err := placeNamespaces(m, newScopes(opts.Capabilities, m), ns, fill)
-	if err != nil {
-		return nil, err
-	}
-	objs, size, err := toObjects(m, lim)
-	if err != nil {
-		if errors.Is(err, ErrInvalidObject) {
-			// Name the source file when the object can be found there.
-			if derr := diagnose(f, pf.resources); derr != nil {
-				return nil, derr
-			}
+	var (
+		objs    []*unstructured.Unstructured
+		size    int64
+		unknown []string
+	)
+	err = build(ctx, f, unitDir, func(m resmap.ResMap) error {
+		var err error
+		if unknown, err = placeNamespaces(m, newScopes(opts.Capabilities, m), ns, fill); err != nil {
+			return err
 		}
-		return nil, err
+		objs, size, err = toObjects(m, lim)
+		return err
+	})
+	if err != nil {
+		return nil, ensureClass(err, ErrKustomize)
 	}
 	res := &Result{Objects: objs, Size: size, Encrypted: f.encryptedFiles(), UnknownScope: unknown}
 	if opts.Decryptor == nil && len(res.Encrypted) > 0 && markClusterHashes(objs) {

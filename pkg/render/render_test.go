@@ -22,6 +22,7 @@ import (
 func TestMain(m *testing.M) {
 	// Helm units render in worker processes re-executing this test binary.
 	ServeWorkerIfRequested()
+	renderAloneIfRequested()
 	os.Exit(m.Run())
 }
 
