@@ -2,9 +2,15 @@ package render
 
 import (
 	"context"
+	"fmt"
+	"runtime"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"sigs.k8s.io/kustomize/kyaml/openapi"
+	kyaml "sigs.k8s.io/kustomize/kyaml/yaml"
 
 	"github.com/flotilla-gitops/flotilla/pkg/slice"
 )
@@ -61,4 +67,59 @@ func BenchmarkRenderHelmUnit(b *testing.B) {
 // BenchmarkRenderHelmUnitInProcess: the same without process isolation.
 func BenchmarkRenderHelmUnitInProcess(b *testing.B) {
 	benchUnit(b, helmUnit("frontend-web", "rendered/ab/member1/web", "charts/web/1.0.0", "web"), Options{HelmInProcess: true})
+}
+
+// BenchmarkSchemaReset is what the first build that uses kustomize's
+// built-in schema pays after a unit that set its own (schemaGate): the
+// built-in schema parsed again.
+func BenchmarkSchemaReset(b *testing.B) {
+	b.ReportAllocs()
+	deployment := kyaml.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"}
+	for b.Loop() {
+		openapi.ResetOpenAPI()
+		if openapi.SchemaForResourceType(deployment) == nil {
+			b.Fatal("no Deployment in the built-in schema")
+		}
+	}
+}
+
+// BenchmarkAgentCycleRenders renders what an agent's cycle renders: 20
+// units, GOMAXPROCS at a time; in custom-schema=1, one of them sets its
+// own OpenAPI schema and renders alone, and the next unit parses the
+// built-in schema again. Per op: the 20 renders.
+func BenchmarkAgentCycleRenders(b *testing.B) {
+	lists := unitAt("lists", slice.UnitKustomize, "units/lists")
+	schema := unitAt("schema", slice.UnitKustomize, "units/schema")
+	for _, custom := range []int{0, 1} {
+		b.Run(fmt.Sprintf("custom-schema=%d", custom), func(b *testing.B) {
+			units := make([]slice.Unit, 20)
+			for i := range units {
+				units[i] = lists
+			}
+			for i := range custom {
+				units[i*len(units)/custom] = schema
+			}
+			b.ReportAllocs()
+			cpu0 := processCPU()
+			for b.Loop() {
+				next := make(chan slice.Unit)
+				var wg sync.WaitGroup
+				for range runtime.GOMAXPROCS(0) {
+					wg.Go(func() {
+						for u := range next {
+							if _, err := Unit(context.Background(), isolationRepo, u, Options{}); err != nil {
+								b.Error(err)
+							}
+						}
+					})
+				}
+				for _, u := range units {
+					next <- u
+				}
+				close(next)
+				wg.Wait()
+			}
+			b.ReportMetric(float64(processCPU()-cpu0)/float64(b.N), "cpu-ns/op")
+		})
+	}
 }

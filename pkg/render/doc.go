@@ -87,6 +87,19 @@
 // reference to it: kustomize's name suffix is a hash of the plaintext,
 // which only the cluster has.
 //
+// # One unit's inputs, one render
+//
+// A unit renders the same objects alone or beside any other units, in any
+// order and at any concurrency. kustomize keeps the OpenAPI schema its
+// patches merge by in process-wide state, which a kustomization's
+// `openapi:` field changes for the rest of the process: a unit whose
+// kustomizations set one is built while no other kustomize build runs,
+// from a fresh state, as `kustomize build` of its tree alone; the others
+// share the built-in schema (schema.go). Helm's SDK keeps no state between
+// renders that changes output (templates run in worker processes; the
+// default capabilities are copied, never appended to).
+// TestUnitRendersAsAlone holds this.
+//
 // # Output
 //
 // Result.Objects are sorted in apply order (kinds others depend on first,

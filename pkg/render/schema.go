@@ -27,9 +27,9 @@ import (
 //   - a build whose kustomization graph sets `openapi:` runs alone, from a
 //     reset state (a fresh process's), and leaves its schema behind;
 //   - the first shared build after it resets the state again, and the
-//     built-in schema is parsed anew on first use (about 40-75 ms of CPU and
-//     12 MB of short-lived allocations: BenchmarkSchemaReset). Consecutive
-//     custom builds do not pay for it.
+//     built-in schema is parsed anew on first use (BenchmarkSchemaReset
+//     measures it; BenchmarkAgentCycleRenders, a cycle with such a unit).
+//     Consecutive custom builds do not pay for it.
 //
 // The waiting counts against the unit's render timeout.
 type schemaGate struct {

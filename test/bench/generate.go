@@ -11,6 +11,10 @@ import (
 type Spec struct {
 	Clusters int
 	Apps     int
+	// CustomSchema: the plain-manifests application the plan benchmark
+	// changes (app-04) gets a kustomization that sets a custom OpenAPI
+	// schema (kustomize's `openapi:`), whose units render alone.
+	CustomSchema bool
 }
 
 var (
@@ -101,7 +105,43 @@ spec:
 	for i := 0; i < s.Apps; i++ {
 		w.app(i, s.Clusters)
 	}
+	if s.CustomSchema && s.Apps > 4 {
+		w.customSchema(4)
+	}
 	return w.err
+}
+
+// customSchema gives a custom kind a merge key, in the shape of
+// kustomize's "custom OpenAPI schema" example.
+const customSchema = `{"definitions": {"v1alpha1.MyResource": {
+  "type": "object",
+  "x-kubernetes-group-version-kind": [{"group": "example.com", "kind": "MyResource", "version": "v1alpha1"}],
+  "properties": {"spec": {"type": "object", "properties": {"containers": {
+    "type": "array", "items": {"type": "object"},
+    "x-kubernetes-patch-merge-key": "name", "x-kubernetes-patch-strategy": "merge"}}}}}}}
+`
+
+// customSchema turns the i-th application, a plain-manifests one, into a
+// kustomize source whose kustomization sets a custom OpenAPI schema.
+func (w *writer) customSchema(i int) {
+	if w.err != nil {
+		return
+	}
+	dir := filepath.Join("apps", AppName(i))
+	app := filepath.Join(w.root, dir, "app.yaml")
+	data, err := os.ReadFile(app)
+	if err != nil {
+		w.err = err
+		return
+	}
+	edited := strings.Replace(string(data), "    manifests:\n", "    kustomize:\n", 1)
+	if edited == string(data) {
+		w.err = fmt.Errorf("%s is no plain-manifests application", AppName(i))
+		return
+	}
+	w.file(filepath.Join(dir, "app.yaml"), edited)
+	w.file(filepath.Join(dir, "manifests", "kustomization.yaml"), "resources:\n  - deployment.yaml\n  - service.yaml\nopenapi:\n  path: schema.json\n")
+	w.file(filepath.Join(dir, "manifests", "schema.json"), customSchema)
 }
 
 type writer struct {

@@ -37,9 +37,15 @@ var changedApp = AppName(4)
 //	go test -run '^$' -bench BenchmarkPlan -benchtime 1x ./test/bench
 //
 // FLOTILLA_BENCH_ENFORCE=1 turns a missed goal into a failure.
+//
+// custom-schema: the changed application's kustomization sets a custom
+// OpenAPI schema, so each of its renders runs alone (render's schemaGate).
 func BenchmarkPlan(b *testing.B) {
 	b.Run("clusters=1000/apps=20/one-app-change", func(b *testing.B) {
 		benchPlan(b, Spec{Clusters: 1000, Apps: 20})
+	})
+	b.Run("clusters=1000/apps=20/one-app-change/custom-schema", func(b *testing.B) {
+		benchPlan(b, Spec{Clusters: 1000, Apps: 20, CustomSchema: true})
 	})
 }
 

@@ -47,6 +47,11 @@ func BenchmarkRender(b *testing.B) {
 			benchRender(b, base, Spec{Clusters: n, Apps: 20})
 		})
 	}
+	// One application's kustomization sets a custom OpenAPI schema: its
+	// units render alone (render's schemaGate).
+	b.Run("clusters=1000/apps=20/custom-schema", func(b *testing.B) {
+		benchRender(b, base, Spec{Clusters: 1000, Apps: 20, CustomSchema: true})
+	})
 }
 
 type renderRun struct {
