@@ -15,8 +15,11 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/flotilla-gitops/flotilla/agent/apply"
@@ -276,6 +279,42 @@ func (a *inprocAgent) waitApplied(timeout time.Duration, revision string) *statu
 	a.t.Helper()
 	return a.waitStatus(timeout, "every unit Ready at "+revision, func(st *status.ClusterStatus) bool {
 		return st.AppliedRevision == revision && allUnitsReady(st)
+	})
+}
+
+// installOpenCRD installs the CustomResourceDefinition of a kind whose
+// objects may hold any fields, as the cluster's own (not a unit's), and
+// waits until it is Established.
+func installOpenCRD(t *testing.T, k client.Client, gvk schema.GroupVersionKind, plural string, scope apiextensionsv1.ResourceScope) {
+	t.Helper()
+	crd := &apiextensionsv1.CustomResourceDefinition{
+		ObjectMeta: metav1.ObjectMeta{Name: plural + "." + gvk.Group},
+		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
+			Group: gvk.Group,
+			Names: apiextensionsv1.CustomResourceDefinitionNames{Kind: gvk.Kind, Plural: plural, Singular: strings.ToLower(gvk.Kind)},
+			Scope: scope,
+			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{
+				Name: gvk.Version, Served: true, Storage: true,
+				Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
+					Type: "object", XPreserveUnknownFields: ptrTo(true),
+				}},
+			}},
+		},
+	}
+	if err := k.Create(testCtx(t), crd); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	waitFor(t, time.Minute, "the "+gvk.Kind+" CRD Established", func() (bool, string) {
+		var got apiextensionsv1.CustomResourceDefinition
+		if err := k.Get(testCtx(t), client.ObjectKey{Name: crd.Name}, &got); err != nil {
+			return false, err.Error()
+		}
+		for _, cond := range got.Status.Conditions {
+			if cond.Type == apiextensionsv1.Established && cond.Status == apiextensionsv1.ConditionTrue {
+				return true, ""
+			}
+		}
+		return false, "not Established"
 	})
 }
 

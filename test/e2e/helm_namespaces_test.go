@@ -9,7 +9,6 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -37,35 +36,7 @@ func TestHelmNamespacesOnCluster(t *testing.T) {
 		other   = "helmns-e2e-other"
 	)
 	// The Widget CRD is the cluster's own (installed by someone else).
-	crd := &apiextensionsv1.CustomResourceDefinition{
-		ObjectMeta: metav1.ObjectMeta{Name: "widgets.e2e.flotilla.dev"},
-		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
-			Group: "e2e.flotilla.dev",
-			Names: apiextensionsv1.CustomResourceDefinitionNames{Kind: "Widget", Plural: "widgets", Singular: "widget"},
-			Scope: apiextensionsv1.ClusterScoped,
-			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{
-				Name: "v1", Served: true, Storage: true,
-				Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
-					Type: "object", XPreserveUnknownFields: ptrTo(true),
-				}},
-			}},
-		},
-	}
-	if err := k.Create(testCtx(t), crd); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
-	waitFor(t, time.Minute, "the Widget CRD Established", func() (bool, string) {
-		var got apiextensionsv1.CustomResourceDefinition
-		if err := k.Get(testCtx(t), client.ObjectKey{Name: crd.Name}, &got); err != nil {
-			return false, err.Error()
-		}
-		for _, cond := range got.Status.Conditions {
-			if cond.Type == apiextensionsv1.Established && cond.Status == apiextensionsv1.ConditionTrue {
-				return true, ""
-			}
-		}
-		return false, "not Established"
-	})
+	installOpenCRD(t, k, schema.GroupVersionKind{Group: "e2e.flotilla.dev", Version: "v1", Kind: "Widget"}, "widgets", apiextensionsv1.ClusterScoped)
 
 	dir := t.TempDir()
 	planCopyDir(t, filepath.Join("testdata", "namespaces-chart"), filepath.Join(dir, "charts", "namespaces"))

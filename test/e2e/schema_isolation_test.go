@@ -14,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/flotilla-gitops/flotilla/pkg/slice"
@@ -39,37 +40,10 @@ func TestCustomSchemaStaysInItsUnit(t *testing.T) {
 		cluster = "schema-isolation"
 		ns      = "schema-isolation"
 	)
-	crd := &apiextensionsv1.CustomResourceDefinition{
-		ObjectMeta: metav1.ObjectMeta{Name: "myresources.example.com"},
-		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
-			Group: "example.com",
-			Names: apiextensionsv1.CustomResourceDefinitionNames{Kind: "MyResource", Plural: "myresources", Singular: "myresource"},
-			Scope: apiextensionsv1.NamespaceScoped,
-			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{
-				Name: "v1alpha1", Served: true, Storage: true,
-				Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
-					Type: "object", XPreserveUnknownFields: ptrTo(true),
-				}},
-			}},
-		},
+	installOpenCRD(t, k, schema.GroupVersionKind{Group: "example.com", Version: "v1alpha1", Kind: "MyResource"}, "myresources", apiextensionsv1.NamespaceScoped)
+	if err := k.Create(testCtx(t), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
 	}
-	for _, o := range []client.Object{crd, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}} {
-		if err := k.Create(testCtx(t), o); err != nil && !apierrors.IsAlreadyExists(err) {
-			t.Fatal(err)
-		}
-	}
-	waitFor(t, time.Minute, "the MyResource CRD Established", func() (bool, string) {
-		var got apiextensionsv1.CustomResourceDefinition
-		if err := k.Get(testCtx(t), client.ObjectKey{Name: crd.Name}, &got); err != nil {
-			return false, err.Error()
-		}
-		for _, cond := range got.Status.Conditions {
-			if cond.Type == apiextensionsv1.Established && cond.Status == apiextensionsv1.ConditionTrue {
-				return true, ""
-			}
-		}
-		return false, "not Established"
-	})
 
 	// The trees of render's isolation test as applications' sources, each
 	// unit's kustomization listing its source as the hub's do.

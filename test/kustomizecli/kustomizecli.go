@@ -3,10 +3,7 @@ package kustomizecli
 import (
 	"bytes"
 	"context"
-	"fmt"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -16,29 +13,11 @@ import (
 	"github.com/flotilla-gitops/flotilla/test/testenv"
 )
 
-// Path is bin/kustomize, or an error wrapping testenv.ErrToolMissing.
-func Path() (string, error) {
-	dir, err := testenv.BinDir()
-	if err != nil {
-		return "", err
-	}
-	p := filepath.Join(dir, "kustomize")
-	if _, err := os.Stat(p); err != nil {
-		return "", fmt.Errorf("%s: %w", p, testenv.ErrToolMissing)
-	}
-	return p, nil
-}
-
 // Require fails t when bin/kustomize is missing, or skips it under -short
 // (unit tests in `make test-unit` run without tools).
 func Require(t testing.TB) {
 	t.Helper()
-	if _, err := Path(); err != nil {
-		if testing.Short() {
-			t.Skip(err)
-		}
-		t.Fatal(err)
-	}
+	testenv.RequireTool(t, "kustomize")
 }
 
 // Build runs `kustomize build --load-restrictor LoadRestrictionsNone dir`
@@ -47,8 +26,7 @@ func Require(t testing.TB) {
 // kustomize's order.
 func Build(t testing.TB, dir string) []*unstructured.Unstructured {
 	t.Helper()
-	Require(t)
-	bin, _ := Path()
+	bin := testenv.RequireTool(t, "kustomize")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, "build", "--load-restrictor", "LoadRestrictionsNone", dir)

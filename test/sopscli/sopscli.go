@@ -3,7 +3,6 @@ package sopscli
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,28 +17,13 @@ import (
 )
 
 // Path is bin/sops, or an error wrapping testenv.ErrToolMissing.
-func Path() (string, error) {
-	dir, err := testenv.BinDir()
-	if err != nil {
-		return "", err
-	}
-	p := filepath.Join(dir, "sops")
-	if _, err := os.Stat(p); err != nil {
-		return "", fmt.Errorf("%s: %w", p, testenv.ErrToolMissing)
-	}
-	return p, nil
-}
+func Path() (string, error) { return testenv.ToolPath("sops") }
 
-// Require fails t when bin/sops is missing, or skips it under -short (unit
-// tests in `make test-unit` run without tools).
+// Require fails t when bin/sops is missing, or skips it under -short
+// (unit tests in `make test-unit` run without tools).
 func Require(t testing.TB) {
 	t.Helper()
-	if _, err := Path(); err != nil {
-		if testing.Short() {
-			t.Skip(err)
-		}
-		t.Fatal(err)
-	}
+	testenv.RequireTool(t, "sops")
 }
 
 // Key is an age key made for one test.

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"testing"
 )
 
 // modulePath identifies the repository root when bin/ is located by walking up.
@@ -88,4 +89,28 @@ func globTool(pattern string) ([]string, error) {
 		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, pattern), ErrToolMissing)
 	}
 	return matches, nil
+}
+
+// ToolPath is the test binary bin/<name>, or an error wrapping
+// ErrToolMissing.
+func ToolPath(name string) (string, error) {
+	paths, err := toolPaths(name)
+	if err != nil {
+		return "", err
+	}
+	return paths[name], nil
+}
+
+// RequireTool returns bin/<name>. It fails t when the binary is missing,
+// or skips t under -short (`make test-unit` builds no tools).
+func RequireTool(t testing.TB, name string) string {
+	t.Helper()
+	p, err := ToolPath(name)
+	if err != nil {
+		if testing.Short() {
+			t.Skip(err)
+		}
+		t.Fatal(err)
+	}
+	return p
 }
