@@ -96,6 +96,7 @@ type handUnit struct {
 	dependsOn []string
 	wait      bool
 	namespace string
+	timeout   time.Duration // default 2m
 }
 
 // writeHandSlice writes rendered/<bucket>/<cluster>/ with slice.yaml and
@@ -120,9 +121,13 @@ func writeHandSlice(t *testing.T, dir, cluster string, units []handUnit) {
 		if kind == "" {
 			kind = slice.UnitKustomize
 		}
+		timeout := u.timeout
+		if timeout == 0 {
+			timeout = 2 * time.Minute
+		}
 		su := slice.Unit{
 			Name: u.name, Kind: kind, Path: unitDir, Helm: u.helm, DependsOn: u.dependsOn,
-			Prune: true, Wait: u.wait, Timeout: metav1.Duration{Duration: 2 * time.Minute},
+			Prune: true, Wait: u.wait, Timeout: metav1.Duration{Duration: timeout},
 			Namespace: u.namespace, Hash: slice.UnitHash(files, ""),
 		}
 		if su.Helm != nil {
