@@ -15,10 +15,9 @@ import (
 
 // TestFailedObjectDoesNotHoldItsFix: a unit with `timeout: 1h` whose
 // Deployment fails (past its progress deadline) reports the failure, and
-// the fix pushed after it is applied and Ready: the cycles that find the
-// failed unit unchanged do not wait out the hour for an object that will
-// never be Ready (the bound below is minutes; passing proves the wait
-// ended, no duration is asserted).
+// the fix pushed after it is applied and Ready: the agent does not wait out
+// the hour for an object that will never be Ready (the bound below is
+// minutes; passing proves the wait ended, no duration is asserted).
 func TestFailedObjectDoesNotHoldItsFix(t *testing.T) {
 	c := agentCluster(t)
 	const (
