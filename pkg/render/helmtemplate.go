@@ -79,8 +79,9 @@ func helmCapabilities(req *helmRequest) (*chartutil.Capabilities, error) {
 		return nil, fmt.Errorf("capabilities: %w", err)
 	}
 	caps.KubeVersion = *kv
-	// Copy shares DefaultCapabilities' slice: appending to it in place
-	// would hand this cluster's API versions to every later render.
+	// Copy shares DefaultCapabilities' slice: an append that found spare
+	// capacity there would hand this cluster's API versions to every
+	// later render (Helm's slice is full today; a new one is made anyway).
 	caps.APIVersions = slices.Concat(caps.APIVersions, req.APIVersions)
 	caps.HelmVersion.Version = helmVersion
 	return caps, nil
