@@ -81,8 +81,8 @@ func TestTemplateInstallsAsWritten(t *testing.T) {
 				}
 				bin := filepath.Join(strings.TrimSpace(string(path)), "flotilla")
 				got, err := exec.CommandContext(ctx, bin, "version").CombinedOutput()
-				if err != nil {
-					t.Fatalf("%s version: %v\n%s", bin, err, got)
+				if err != nil || !strings.Contains(string(got), " "+version+" ") {
+					t.Fatalf("%s version: %v, want it to say %s:\n%s", bin, err, version, got)
 				}
 				t.Logf("installed %s: %s", bin, strings.TrimSpace(string(got)))
 			})
