@@ -50,7 +50,7 @@ func clusterLabels(i int) (env, region, typ string) {
 // (${cluster.labels.region}), and one weighted replica division over a
 // whole fleet.
 func Generate(dir string, s Spec) error {
-	w := &writer{root: dir}
+	w := &writer{root: dir, customSchema: s.CustomSchema}
 	for i := 0; i < s.Clusters; i++ {
 		env, region, typ := clusterLabels(i)
 		w.file(filepath.Join("clusters", ClusterName(i)+".yaml"), fmt.Sprintf(`apiVersion: flotilla.dev/v1alpha1
@@ -105,15 +105,12 @@ spec:
 	for i := 0; i < s.Apps; i++ {
 		w.app(i, s.Clusters)
 	}
-	if s.CustomSchema && s.Apps > 4 {
-		w.customSchema(4)
-	}
 	return w.err
 }
 
-// customSchema gives a custom kind a merge key, in the shape of
+// customSchemaJSON gives a custom kind a merge key, in the shape of
 // kustomize's "custom OpenAPI schema" example.
-const customSchema = `{"definitions": {"v1alpha1.MyResource": {
+const customSchemaJSON = `{"definitions": {"v1alpha1.MyResource": {
   "type": "object",
   "x-kubernetes-group-version-kind": [{"group": "example.com", "kind": "MyResource", "version": "v1alpha1"}],
   "properties": {"spec": {"type": "object", "properties": {"containers": {
@@ -121,33 +118,16 @@ const customSchema = `{"definitions": {"v1alpha1.MyResource": {
     "x-kubernetes-patch-merge-key": "name", "x-kubernetes-patch-strategy": "merge"}}}}}}}
 `
 
-// customSchema turns the i-th application, a plain-manifests one, into a
-// kustomize source whose kustomization sets a custom OpenAPI schema.
-func (w *writer) customSchema(i int) {
-	if w.err != nil {
-		return
-	}
-	dir := filepath.Join("apps", AppName(i))
-	app := filepath.Join(w.root, dir, "app.yaml")
-	data, err := os.ReadFile(app)
-	if err != nil {
-		w.err = err
-		return
-	}
-	edited := strings.Replace(string(data), "    manifests:\n", "    kustomize:\n", 1)
-	if edited == string(data) {
-		w.err = fmt.Errorf("%s is no plain-manifests application", AppName(i))
-		return
-	}
-	w.file(filepath.Join(dir, "app.yaml"), edited)
-	w.file(filepath.Join(dir, "manifests", "kustomization.yaml"), "resources:\n  - deployment.yaml\n  - service.yaml\nopenapi:\n  path: schema.json\n")
-	w.file(filepath.Join(dir, "manifests", "schema.json"), customSchema)
-}
-
 type writer struct {
 	root string
 	err  error
+	// customSchema: Spec.CustomSchema.
+	customSchema bool
 }
+
+// customSchemaApp is the application Spec.CustomSchema changes: the
+// plain-manifests one the plan benchmark edits.
+const customSchemaApp = 4
 
 func (w *writer) file(rel, content string) {
 	if w.err != nil {
@@ -251,7 +231,15 @@ nameSuffix: "-%d"
 	case 1: // plain manifests
 		w.file(filepath.Join(dir, "manifests", "deployment.yaml"), deployment(name, "nginx:1.27"))
 		w.file(filepath.Join(dir, "manifests", "service.yaml"), fmt.Sprintf("apiVersion: v1\nkind: Service\nmetadata:\n  name: %s\nspec:\n  ports:\n    - port: 80\n", name))
-		w.file(filepath.Join(dir, "app.yaml"), header+"  source:\n    manifests:\n      path: manifests\n  namespace: apps\n"+deps+destination(i, clusters, false))
+		source := "manifests"
+		if w.customSchema && i == customSchemaApp {
+			// The same files, through a kustomization that sets a custom
+			// OpenAPI schema.
+			source = "kustomize"
+			w.file(filepath.Join(dir, "manifests", "kustomization.yaml"), "resources:\n  - deployment.yaml\n  - service.yaml\nopenapi:\n  path: schema.json\n")
+			w.file(filepath.Join(dir, "manifests", "schema.json"), customSchemaJSON)
+		}
+		w.file(filepath.Join(dir, "app.yaml"), header+"  source:\n    "+source+":\n      path: manifests\n  namespace: apps\n"+deps+destination(i, clusters, false))
 	case 2: // helm chart from a path
 		w.file(filepath.Join(dir, "chart", "Chart.yaml"), fmt.Sprintf("apiVersion: v2\nname: %s\nversion: 1.0.0\n", name))
 		w.file(filepath.Join(dir, "chart", "values.yaml"), "replicas: 1\nregion: none\nimage: nginx:1.27\n")
