@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"sigs.k8s.io/yaml"
 
 	"github.com/flotilla-gitops/flotilla/pkg/slice"
 	"github.com/flotilla-gitops/flotilla/test/kustomizecli"
@@ -112,7 +111,7 @@ func TestUnitRendersAsAlone(t *testing.T) {
 	for _, u := range units {
 		if u.Kind == slice.UnitKustomize {
 			t.Run("kustomize build "+u.Name, func(t *testing.T) {
-				sameObjects(t, parseObjects(t, alone[u.Name]), kustomizecli.Build(t, filepath.Join(isolationRepo, u.Path)))
+				sameObjects(t, kustomizecli.Objects(t, alone[u.Name]), kustomizecli.Build(t, filepath.Join(isolationRepo, u.Path)))
 			})
 		}
 	}
@@ -172,7 +171,7 @@ func checkIsolationReference(t *testing.T, alone map[string][]byte) {
 	t.Helper()
 	objs := map[string]*unstructured.Unstructured{}
 	for unit, y := range alone {
-		for _, o := range parseObjects(t, y) {
+		for _, o := range kustomizecli.Objects(t, y) {
 			objs[unit+"/"+o.GetKind()+"/"+o.GetName()] = o
 		}
 	}
@@ -233,20 +232,6 @@ func checkIsolationReference(t *testing.T, alone map[string][]byte) {
 			t.Errorf("%s: the custom schema's merge key did not merge the patched container: %v", key, c)
 		}
 	}
-}
-
-// parseObjects parses Result.YAML's output.
-func parseObjects(t *testing.T, y []byte) []*unstructured.Unstructured {
-	t.Helper()
-	var objs []*unstructured.Unstructured
-	for _, doc := range bytes.Split(y, []byte("\n---\n")) {
-		o := &unstructured.Unstructured{}
-		if err := yaml.Unmarshal(doc, &o.Object); err != nil {
-			t.Fatal(err)
-		}
-		objs = append(objs, o)
-	}
-	return objs
 }
 
 // TestKustomizeCLIMatchesRenderer: the kustomize CLI the tests compare

@@ -35,16 +35,28 @@ func Build(t testing.TB, dir string) []*unstructured.Unstructured {
 	if err := cmd.Run(); err != nil {
 		t.Fatalf("kustomize build %s: %v\n%s", dir, err, stderr.String())
 	}
+	return Objects(t, stdout.Bytes())
+}
+
+// Objects parses a stream of YAML documents as `kustomize build` prints
+// them (and render.Result.YAML writes them) into objects, in order.
+func Objects(t testing.TB, stream []byte) []*unstructured.Unstructured {
+	t.Helper()
 	var objs []*unstructured.Unstructured
-	for _, doc := range bytes.Split(stdout.Bytes(), []byte("\n---\n")) {
+	for _, doc := range bytes.Split(stream, []byte("\n---\n")) {
 		if len(bytes.TrimSpace(doc)) == 0 {
 			continue
 		}
 		o := &unstructured.Unstructured{}
 		if err := yaml.Unmarshal(doc, &o.Object); err != nil {
-			t.Fatalf("kustomize build %s: %v", dir, err)
+			t.Fatalf("YAML document %q…: %v", firstLine(doc), err)
 		}
 		objs = append(objs, o)
 	}
 	return objs
+}
+
+func firstLine(doc []byte) []byte {
+	line, _, _ := bytes.Cut(bytes.TrimSpace(doc), []byte("\n"))
+	return line
 }
