@@ -16,7 +16,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -290,7 +289,7 @@ func (a *inprocAgent) waitApplied(timeout time.Duration, revision string) *statu
 // installOpenCRD installs the CustomResourceDefinition of a kind whose
 // objects may hold any fields, as the cluster's own (not a unit's), and
 // waits until it is Established.
-func installOpenCRD(t *testing.T, k client.Client, gvk schema.GroupVersionKind, plural string, scope apiextensionsv1.ResourceScope) {
+func installOpenCRD(t *testing.T, c *testenv.Cluster, gvk schema.GroupVersionKind, plural string, scope apiextensionsv1.ResourceScope) {
 	t.Helper()
 	crd := &apiextensionsv1.CustomResourceDefinition{
 		ObjectMeta: metav1.ObjectMeta{Name: plural + "." + gvk.Group},
@@ -306,21 +305,11 @@ func installOpenCRD(t *testing.T, k client.Client, gvk schema.GroupVersionKind, 
 			}},
 		},
 	}
-	if err := k.Create(testCtx(t), crd); err != nil && !apierrors.IsAlreadyExists(err) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := c.ApplyCRDs(ctx, crd); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, time.Minute, "the "+gvk.Kind+" CRD Established", func() (bool, string) {
-		var got apiextensionsv1.CustomResourceDefinition
-		if err := k.Get(testCtx(t), client.ObjectKey{Name: crd.Name}, &got); err != nil {
-			return false, err.Error()
-		}
-		for _, cond := range got.Status.Conditions {
-			if cond.Type == apiextensionsv1.Established && cond.Status == apiextensionsv1.ConditionTrue {
-				return true, ""
-			}
-		}
-		return false, "not Established"
-	})
 }
 
 // ---- status helpers ----

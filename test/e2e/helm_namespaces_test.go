@@ -36,7 +36,7 @@ func TestHelmNamespacesOnCluster(t *testing.T) {
 		other   = "helmns-e2e-other"
 	)
 	// The Widget CRD is the cluster's own (installed by someone else).
-	installOpenCRD(t, k, schema.GroupVersionKind{Group: "e2e.flotilla.dev", Version: "v1", Kind: "Widget"}, "widgets", apiextensionsv1.ClusterScoped)
+	installOpenCRD(t, c, schema.GroupVersionKind{Group: "e2e.flotilla.dev", Version: "v1", Kind: "Widget"}, "widgets", apiextensionsv1.ClusterScoped)
 
 	dir := t.TempDir()
 	planCopyDir(t, filepath.Join("testdata", "namespaces-chart"), filepath.Join(dir, "charts", "namespaces"))

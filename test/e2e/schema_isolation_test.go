@@ -36,7 +36,7 @@ func TestCustomSchemaStaysInItsUnit(t *testing.T) {
 		cluster = "schema-isolation"
 		ns      = "schema-isolation"
 	)
-	installOpenCRD(t, k, schema.GroupVersionKind{Group: "example.com", Version: "v1alpha1", Kind: "MyResource"}, "myresources", apiextensionsv1.NamespaceScoped)
+	installOpenCRD(t, c, schema.GroupVersionKind{Group: "example.com", Version: "v1alpha1", Kind: "MyResource"}, "myresources", apiextensionsv1.NamespaceScoped)
 	if err := k.Create(testCtx(t), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}

@@ -82,18 +82,26 @@ func (c *Cluster) startVolcano(ctx context.Context, pt ports, watchCore func(...
 // files (several documents per file allowed) and waits until each is
 // Established. Existing CRDs are left as they are.
 func (c *Cluster) ApplyCRDFiles(ctx context.Context, paths ...string) error {
-	var names []string
+	var all []*apiextensionsv1.CustomResourceDefinition
 	for _, path := range paths {
 		crds, err := readCRDs(path)
 		if err != nil {
 			return err
 		}
-		for _, crd := range crds {
-			if err := c.client.Create(ctx, crd); err != nil && !apierrors.IsAlreadyExists(err) {
-				return fmt.Errorf("create CRD %s: %w", crd.Name, err)
-			}
-			names = append(names, crd.Name)
+		all = append(all, crds...)
+	}
+	return c.ApplyCRDs(ctx, all...)
+}
+
+// ApplyCRDs creates the CustomResourceDefinitions and waits until each is
+// Established. Existing CRDs are left as they are.
+func (c *Cluster) ApplyCRDs(ctx context.Context, crds ...*apiextensionsv1.CustomResourceDefinition) error {
+	names := make([]string, 0, len(crds))
+	for _, crd := range crds {
+		if err := c.client.Create(ctx, crd); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("create CRD %s: %w", crd.Name, err)
 		}
+		names = append(names, crd.Name)
 	}
 	return poll(ctx, strconv.Itoa(len(names))+" CRDs Established", func(ctx context.Context) (bool, error) {
 		for _, name := range names {
