@@ -5,8 +5,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/flotilla-gitops/flotilla/pkg/status"
@@ -24,7 +22,7 @@ func TestFailedObjectDoesNotHoldItsFix(t *testing.T) {
 		cluster = "failed-object"
 		ns      = "failed-object"
 	)
-	if err := c.Client().Create(testCtx(t), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil && !apierrors.IsAlreadyExists(err) {
+	if err := c.CreateNamespace(testCtx(t), ns); err != nil {
 		t.Fatal(err)
 	}
 	unit := func(objects string) []handUnit {

@@ -5,10 +5,7 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -37,7 +34,7 @@ func TestCustomSchemaStaysInItsUnit(t *testing.T) {
 		ns      = "schema-isolation"
 	)
 	installOpenCRD(t, c, schema.GroupVersionKind{Group: "example.com", Version: "v1alpha1", Kind: "MyResource"}, "myresources", apiextensionsv1.NamespaceScoped)
-	if err := k.Create(testCtx(t), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil && !apierrors.IsAlreadyExists(err) {
+	if err := c.CreateNamespace(testCtx(t), ns); err != nil {
 		t.Fatal(err)
 	}
 
