@@ -15,6 +15,8 @@ import (
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/flotilla-gitops/flotilla/pkg/health"
 )
 
 // Options configure an Applier. Client QPS and burst are the caller's, on
@@ -81,6 +83,9 @@ type Applier struct {
 	// disc lists the resource types a Namespace may hold (namespace.go).
 	disc discovery.CachedDiscoveryInterfaceWithContext
 
+	// poller builds the kstatus pollers of health waits (health.go).
+	poller func(*health.Checks) *polling.StatusPoller
+
 	mu          sync.Mutex
 	inventories map[string]*Inventory // loaded or written
 	// listed: Units read every inventory, so a unit absent from the cache
@@ -118,13 +123,18 @@ func NewWithClients(c *Clients, opts Options) (*Applier, error) {
 	if err != nil {
 		return nil, fmt.Errorf("rest client: %w", err)
 	}
-	poller := polling.NewStatusPoller(c.Client, c.Client.RESTMapper(), polling.Options{})
+	poller := func(checks *health.Checks) *polling.StatusPoller {
+		return polling.NewStatusPoller(c.Client, c.Client.RESTMapper(), polling.Options{
+			CustomStatusReaders: checks.StatusReaders(c.Client.RESTMapper()),
+		})
+	}
 	return &Applier{
 		opts:        opts,
 		client:      c.Client,
 		raw:         raw,
 		disc:        c.Discovery,
-		rm:          ssa.NewResourceManager(c.Client, poller, ssa.Owner{Field: opts.FieldManager, Group: "flotilla.dev"}),
+		poller:      poller,
+		rm:          ssa.NewResourceManager(c.Client, poller(nil), ssa.Owner{Field: opts.FieldManager, Group: "flotilla.dev"}),
 		inventories: map[string]*Inventory{},
 		unitLocks:   map[string]*sync.Mutex{},
 	}, nil
@@ -166,6 +176,8 @@ type UnitRequest struct {
 	// unit is Ready, once per Hash (see hooks.go). They are not part of
 	// the inventory's objects.
 	Hooks []Hook
+	// Health says how the wait judges objects and when it ends early.
+	Health HealthOptions
 	// Waiting, when set, is told every Options.WaitReport while the unit
 	// waits for health or a hook which objects are not ready and why
 	// ("Deployment/ns/web: InProgress: Available: 2/3"), so a long wait

@@ -749,7 +749,7 @@ metadata: {name: %s, namespace: %s}
 	if _, err := f.a.Delete(ctx(t), "pruned"); !errors.Is(err, apply.ErrNoInventory) {
 		t.Fatalf("second delete: %v", err)
 	}
-	if _, _, err := f.a.CheckReady(ctx(t), "never"); !errors.Is(err, apply.ErrNoInventory) {
+	if _, _, err := f.a.CheckReady(ctx(t), "never", nil); !errors.Is(err, apply.ErrNoInventory) {
 		t.Fatalf("CheckReady of unknown unit: %v", err)
 	}
 }
@@ -787,10 +787,10 @@ func TestHealthInMinimalCluster(t *testing.T) {
 	if nr := <-reports; len(nr) != 1 || !strings.HasPrefix(nr[0], "Deployment/health-app/web: InProgress") {
 		t.Fatalf("want the report to name the deployment and its kstatus: %q", nr)
 	}
-	if ready, _, err := f.a.CheckReady(ctx(t), "config"); !ready || err != nil {
+	if ready, _, err := f.a.CheckReady(ctx(t), "config", nil); !ready || err != nil {
 		t.Fatalf("CheckReady config: %v %v", ready, err)
 	}
-	if ready, notReady, err := f.a.CheckReady(ctx(t), "web"); ready || err != nil || len(notReady) != 1 {
+	if ready, notReady, err := f.a.CheckReady(ctx(t), "web", nil); ready || err != nil || len(notReady) != 1 {
 		t.Fatalf("CheckReady web: %v %v %v", ready, notReady, err)
 	}
 }
@@ -880,14 +880,14 @@ spec:
 	if !res.Ready {
 		t.Fatalf("db not ready: %+v", res)
 	}
-	if ready, notReady, err := f.a.CheckReady(ctx(t), "db"); !ready || err != nil {
+	if ready, notReady, err := f.a.CheckReady(ctx(t), "db", nil); !ready || err != nil {
 		t.Fatalf("CheckReady db: %v %v %v", ready, notReady, err)
 	}
 	res, err := f.a.Apply(ctx(t), apply.UnitRequest{Name: "web", Hash: "1", Objects: deployment("web", "no-such-label: x"), Wait: true, Timeout: 90e9})
 	if !errors.Is(err, apply.ErrHealthFailed) || res.Ready || len(res.NotReady) != 1 || !strings.HasPrefix(res.NotReady[0], "Deployment/full-app/web: Failed") {
 		t.Fatalf("want a failed health check naming the deployment: %v %+v", err, res)
 	}
-	if ready, notReady, err := f.a.CheckReady(ctx(t), "web"); ready || err != nil || len(notReady) != 1 {
+	if ready, notReady, err := f.a.CheckReady(ctx(t), "web", nil); ready || err != nil || len(notReady) != 1 {
 		t.Fatalf("CheckReady web: %v %v %v", ready, notReady, err)
 	}
 }

@@ -34,6 +34,10 @@ var (
 	ErrHealthTimeout = errors.New("health check timed out")
 	// ErrHealthFailed: an object reached a terminal failed status.
 	ErrHealthFailed = errors.New("health check failed")
+	// ErrWaitInterrupted: the health wait ended early because
+	// HealthOptions.Interrupt closed (a newer revision supersedes it).
+	// What was applied stays applied, with its inventory.
+	ErrWaitInterrupted = errors.New("health wait interrupted")
 	// ErrInventory: the inventory ConfigMap could not be read or written,
 	// or is corrupt.
 	ErrInventory = errors.New("inventory")
@@ -64,7 +68,7 @@ func failureOf(err error) error {
 		return status.Retrying(status.ReasonApplyFailed, err)
 	case errors.Is(err, ErrPrune):
 		return status.Retrying(status.ReasonPruneFailed, err)
-	case errors.Is(err, ErrHealthTimeout), errors.Is(err, ErrHealthFailed):
+	case errors.Is(err, ErrHealthTimeout), errors.Is(err, ErrHealthFailed), errors.Is(err, ErrWaitInterrupted):
 		return status.Retrying(status.ReasonHealthCheckFailed, err)
 	}
 	return status.Retrying(status.ReasonApplyFailed, err)

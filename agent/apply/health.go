@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/flotilla-gitops/flotilla/pkg/health"
 	"github.com/flotilla-gitops/flotilla/pkg/plural"
 )
 
@@ -22,6 +23,20 @@ import (
 type target struct {
 	id  object.ObjMetadata
 	gvk schema.GroupVersionKind
+}
+
+// HealthOptions say how a unit's health is judged while it is waited for.
+type HealthOptions struct {
+	// Checks judge the kinds they name (CEL, as Flux's healthCheckExprs);
+	// kstatus judges the rest. Nil: kstatus only.
+	Checks *health.Checks
+	// WaitForTimeout: an object reported Failed does not end the wait, for
+	// kinds that recover on their own; the wait goes on until the timeout.
+	// Otherwise a Failed object fails the unit at once (ErrHealthFailed).
+	WaitForTimeout bool
+	// Interrupt, when it closes, ends the wait at once with
+	// ErrWaitInterrupted: a newer revision supersedes what is waited for.
+	Interrupt <-chan struct{}
 }
 
 // finishHealth sets res.Ready: without Wait an apply that got here is
@@ -44,16 +59,33 @@ func (a *Applier) finishHealth(ctx context.Context, u UnitRequest, ds []*desired
 			targets = append(targets, target{id: d.id, gvk: d.obj.GroupVersionKind()})
 		}
 	}
-	stop := a.reportWaiting(ctx, targets, u.Waiting)
-	ready, notReady, err := a.waitReady(ctx, targets, a.timeout(u.Timeout))
-	stop()
+	ready, notReady, err := a.waitReady(ctx, targets, a.timeout(u.Timeout), u.Health, u.Waiting)
 	res.Ready, res.NotReady = ready, notReady
 	return err
 }
 
-// waitReady polls kstatus (ssa.WaitForSetWithContext) until every target
-// is Current, one fails, or timeout; then names the objects not Ready.
-func (a *Applier) waitReady(ctx context.Context, targets []target, timeout time.Duration) (bool, []string, error) {
+// WaitReady waits until every object the unit last applied is Ready, one
+// is Failed (unless WaitForTimeout), h.Interrupt closes or timeout
+// passes, telling waiting (when set) what it waits for every
+// Options.WaitReport. It serves units found unchanged but not Ready yet.
+// ErrNoInventory when the unit was never applied.
+func (a *Applier) WaitReady(ctx context.Context, unit string, timeout time.Duration, h HealthOptions, waiting func([]string)) (bool, []string, error) {
+	targets, err := a.appliedTargets(ctx, unit)
+	if err != nil {
+		return false, nil, err
+	}
+	ready, notReady, err := a.waitReady(ctx, targets, timeout, h, waiting)
+	if err != nil {
+		return ready, notReady, failureOf(fmt.Errorf("unit %s: %w", unit, err))
+	}
+	return ready, notReady, nil
+}
+
+// waitReady polls health (ssa.WaitForSetWithContext, with the checks'
+// status readers) until every target is Current, one fails (unless
+// WaitForTimeout), h.Interrupt closes or timeout; then names the objects
+// not Ready.
+func (a *Applier) waitReady(ctx context.Context, targets []target, timeout time.Duration, h HealthOptions, waiting func([]string)) (bool, []string, error) {
 	if len(targets) == 0 {
 		return true, nil, nil
 	}
@@ -61,38 +93,81 @@ func (a *Applier) waitReady(ctx context.Context, targets []target, timeout time.
 	for i, t := range targets {
 		ids[i] = t.id
 	}
+	rm := a.rm
+	if h.Checks != nil {
+		rm = ssa.NewResourceManager(a.client, a.poller(h.Checks), ssa.Owner{Field: a.opts.FieldManager, Group: "flotilla.dev"})
+	}
+	wctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	if h.Interrupt != nil {
+		go func() {
+			select {
+			case <-h.Interrupt:
+				cancel(ErrWaitInterrupted)
+			case <-wctx.Done():
+			}
+		}()
+	}
+	stop := a.reportWaiting(wctx, targets, h.Checks, waiting)
+	defer stop()
 	start := time.Now()
-	werr := a.rm.WaitForSetWithContext(ctx, ids, ssa.WaitOptions{Interval: a.opts.PollInterval, Timeout: timeout, FailFast: true})
-	if werr == nil {
-		return true, nil, nil
+	deadline := start.Add(timeout)
+	for {
+		werr := rm.WaitForSetWithContext(wctx, ids, ssa.WaitOptions{Interval: a.opts.PollInterval, Timeout: time.Until(deadline), FailFast: !h.WaitForTimeout})
+		if werr == nil {
+			return true, nil, nil
+		}
+		if ctx.Err() != nil {
+			return false, nil, ctx.Err()
+		}
+		if wctx.Err() != nil {
+			notReady, _, _ := a.statuses(ctx, targets, h.Checks)
+			return false, notReady, fmt.Errorf("%w after %s: %s", ErrWaitInterrupted, time.Since(start).Round(time.Second), summary(notReady, len(targets)))
+		}
+		// ssa's wait also ends when every object is Current or Failed;
+		// with WaitForTimeout a Failed object is waited for until the
+		// deadline, as it may recover.
+		if !h.WaitForTimeout || time.Until(deadline) <= a.opts.PollInterval {
+			break
+		}
+		t := time.NewTimer(a.opts.PollInterval)
+		select {
+		case <-wctx.Done():
+		case <-t.C:
+		}
+		t.Stop()
 	}
-	if ctx.Err() != nil {
-		return false, nil, ctx.Err()
-	}
-	notReady, failed, err := a.statuses(ctx, targets)
+	notReady, failed, err := a.statuses(ctx, targets, h.Checks)
 	if err != nil {
 		return false, nil, fmt.Errorf("%w: %w", ErrHealthTimeout, err)
 	}
 	if len(notReady) == 0 {
 		return true, nil, nil
 	}
-	class := ErrHealthTimeout
-	if failed {
-		class = ErrHealthFailed
-	}
-	shown := notReady
-	if len(shown) > 5 {
-		shown = append(shown[:5:5], fmt.Sprintf("and %d more", len(notReady)-5))
+	if failed && !h.WaitForTimeout {
+		return false, notReady, fmt.Errorf("%w: %s", ErrHealthFailed, summary(notReady, len(targets)))
 	}
 	return false, notReady, fmt.Errorf("%w: %d of %s not ready after %s: %s",
-		class, len(notReady), plural.Count(len(targets), "object", "objects"), time.Since(start).Round(time.Second), strings.Join(shown, "; "))
+		ErrHealthTimeout, len(notReady), plural.Count(len(targets), "object", "objects"), time.Since(start).Round(time.Second), strings.Join(shorten(notReady), "; "))
+}
+
+// summary says which of total objects are not ready, the first few by name.
+func summary(notReady []string, total int) string {
+	return fmt.Sprintf("%d of %s not ready: %s", len(notReady), plural.Count(total, "object", "objects"), strings.Join(shorten(notReady), "; "))
+}
+
+func shorten(items []string) []string {
+	if len(items) > 5 {
+		return append(items[:5:5], fmt.Sprintf("and %d more", len(items)-5))
+	}
+	return items
 }
 
 // reportWaiting tells report, every Options.WaitReport until the returned
 // stop is called, which targets are not yet kstatus Current. ssa's wait
 // says nothing until it ends; a wait of minutes must say what it waits for
 // while it waits. stop returns once no report is in flight.
-func (a *Applier) reportWaiting(ctx context.Context, targets []target, report func([]string)) (stop func()) {
+func (a *Applier) reportWaiting(ctx context.Context, targets []target, checks *health.Checks, report func([]string)) (stop func()) {
 	if report == nil || len(targets) == 0 {
 		return func() {}
 	}
@@ -108,7 +183,7 @@ func (a *Applier) reportWaiting(ctx context.Context, targets []target, report fu
 				return
 			case <-t.C:
 			}
-			notReady, _, err := a.statuses(ctx, targets)
+			notReady, _, err := a.statuses(ctx, targets, checks)
 			if err == nil && len(notReady) > 0 && ctx.Err() == nil {
 				report(notReady)
 			}
@@ -120,9 +195,11 @@ func (a *Applier) reportWaiting(ctx context.Context, targets []target, report fu
 	}
 }
 
-// statuses computes each target's kstatus once, returning the ones not
-// Current as "Kind/namespace/name: Status: message".
-func (a *Applier) statuses(ctx context.Context, targets []target) (notReady []string, failed bool, err error) {
+// statuses computes each target's health once (its check's, else
+// kstatus), returning the ones not Current as "Kind/namespace/name:
+// Status: message", a Failed one with its failure condition's reason and
+// message when kstatus's does not say them.
+func (a *Applier) statuses(ctx context.Context, targets []target, checks *health.Checks) (notReady []string, failed bool, err error) {
 	results := make([]string, len(targets))
 	failures := make([]bool, len(targets))
 	g, gctx := errgroup.WithContext(ctx)
@@ -142,7 +219,7 @@ func (a *Applier) statuses(ctx context.Context, targets []target) (notReady []st
 			if err != nil {
 				return fmt.Errorf("read %s: %w", subj, err)
 			}
-			st, err := status.Compute(u)
+			st, err := checks.Status(rctx, u)
 			if err != nil {
 				results[i] = subj + ": " + string(status.UnknownStatus) + ": " + err.Error()
 				return nil
@@ -153,6 +230,9 @@ func (a *Applier) statuses(ctx context.Context, targets []target) (notReady []st
 					results[i] += ": " + st.Message
 				}
 				failures[i] = st.Status == status.FailedStatus
+				if failures[i] {
+					results[i] += failureDetail(u, st.Message)
+				}
 			}
 			return nil
 		})
@@ -169,19 +249,32 @@ func (a *Applier) statuses(ctx context.Context, targets []target) (notReady []st
 	return notReady, failed, nil
 }
 
-// CheckReady reports whether every object the unit last applied is kstatus
-// Current now (one read per object, no waiting), naming those that are
-// not. It serves dependsOn. ErrNoInventory when the unit was never applied.
-func (a *Applier) CheckReady(ctx context.Context, unit string) (bool, []string, error) {
-	if err := validateUnitName(unit); err != nil {
-		return false, nil, err
-	}
-	inv, err := a.loadInventory(ctx, unit)
+// CheckReady reports whether every object the unit last applied is
+// Ready now by checks (one read per object, no waiting), naming those that
+// are not. ErrNoInventory when the unit was never applied.
+func (a *Applier) CheckReady(ctx context.Context, unit string, checks *health.Checks) (bool, []string, error) {
+	targets, err := a.appliedTargets(ctx, unit)
 	if err != nil {
 		return false, nil, err
 	}
+	notReady, _, err := a.statuses(ctx, targets, checks)
+	if err != nil {
+		return false, nil, fmt.Errorf("unit %s: %w", unit, err)
+	}
+	return len(notReady) == 0, notReady, nil
+}
+
+// appliedTargets are the objects the unit's inventory records as applied.
+func (a *Applier) appliedTargets(ctx context.Context, unit string) ([]target, error) {
+	if err := validateUnitName(unit); err != nil {
+		return nil, err
+	}
+	inv, err := a.loadInventory(ctx, unit)
+	if err != nil {
+		return nil, err
+	}
 	if inv.resourceVersion == "" {
-		return false, nil, fmt.Errorf("unit %s: %w", unit, ErrNoInventory)
+		return nil, fmt.Errorf("unit %s: %w", unit, ErrNoInventory)
 	}
 	var targets []target
 	for _, e := range inv.Entries {
@@ -189,9 +282,33 @@ func (a *Applier) CheckReady(ctx context.Context, unit string) (bool, []string, 
 			targets = append(targets, target{id: e.ID, gvk: e.GroupVersionKind()})
 		}
 	}
-	notReady, _, err := a.statuses(ctx, targets)
-	if err != nil {
-		return false, nil, fmt.Errorf("unit %s: %w", unit, err)
+	return targets, nil
+}
+
+// failureDetail is the reason and message of the condition that says obj
+// failed (Failed or Stalled True, Progressing or Ready False), as
+// " (Reason: message)", when the kstatus message does not contain it
+// already: kstatus says "Job Failed. failed: 1/1", the Job says why.
+func failureDetail(obj *unstructured.Unstructured, said string) string {
+	conds, _, _ := unstructured.NestedSlice(obj.Object, "status", "conditions")
+	for _, want := range [...]struct{ typ, status string }{
+		{"Failed", "True"}, {"Stalled", "True"}, {"Progressing", "False"}, {"Ready", "False"},
+	} {
+		for _, c := range conds {
+			m, _ := c.(map[string]any)
+			typ, _ := m["type"].(string)
+			st, _ := m["status"].(string)
+			if typ != want.typ || st != want.status {
+				continue
+			}
+			reason, _ := m["reason"].(string)
+			msg, _ := m["message"].(string)
+			detail := strings.TrimPrefix(strings.TrimSpace(reason+": "+msg), ": ")
+			if detail == "" || detail == ":" || strings.Contains(said, msg) && strings.Contains(said, reason) {
+				return ""
+			}
+			return " (" + strings.TrimSuffix(detail, ":") + ")"
+		}
 	}
-	return len(notReady) == 0, notReady, nil
+	return ""
 }

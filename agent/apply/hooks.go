@@ -197,7 +197,7 @@ func (a *Applier) runHooks(ctx context.Context, u UnitRequest, event string) err
 	// before it that succeeded are deleted and the failed one by its
 	// hook-failed policy.
 	for i, h := range hooks {
-		stop := a.reportWaiting(ctx, []target{{id: ds[i].id, gvk: ds[i].obj.GroupVersionKind()}}, hookWaiting(u.Waiting, event))
+		stop := a.reportWaiting(ctx, []target{{id: ds[i].id, gvk: ds[i].obj.GroupVersionKind()}}, u.Health.Checks, hookWaiting(u.Waiting, event))
 		failure, err := a.runHook(ctx, ds[i], h, event, deadline)
 		stop()
 		if err != nil {

@@ -18,6 +18,7 @@ var agentSide = []string{
 	module + "agent/",                 // the agent's own code: loop, apply, Volcano, trust, status writer
 	module + "pkg/gitrepo",            // the only importer of go-git
 	module + "pkg/gitrepo/signature",  // signing status, verifying commits
+	module + "pkg/health",             // CEL health checks (Flux's runtime/cel), judged on the cluster
 	module + "pkg/placement",          // gang arithmetic, shared with the hub's placement
 	module + "pkg/plural",             // messages
 	module + "pkg/redact",             // credentials out of logs and status
@@ -29,16 +30,14 @@ var agentSide = []string{
 }
 
 // hubOnlyThirdParty are outside packages the agent must not link: chart
-// downloading, and the admission/CEL stack that only the hub's policy
-// compiler uses.
+// downloading, and the admission stack that only the hub's policy
+// compiler uses (the agent links cel-go alone, for health checks).
 var hubOnlyThirdParty = []string{
 	"helm.sh/helm/v3/pkg/action",
 	"helm.sh/helm/v3/pkg/downloader",
 	"helm.sh/helm/v3/pkg/getter",
 	"helm.sh/helm/v3/pkg/registry",
 	"helm.sh/helm/v3/pkg/repo",
-	"github.com/google/cel-go/",
-	"github.com/antlr4-go/",
 	"k8s.io/apiserver/",
 }
 

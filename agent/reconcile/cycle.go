@@ -113,6 +113,8 @@ type cycleRun struct {
 	// owners answers which unit claims an object (owners.go), from what
 	// prepare read before any unit applies.
 	owners *sliceOwners
+	// watch is the Git poll that runs while units do (watch.go).
+	watch *revisionWatch
 }
 
 // problem records a loop-level failure; one that does not name its reason
@@ -149,7 +151,7 @@ func (rc *cycleRun) hasher(dir string) *slice.TreeHasher {
 	return rc.trees
 }
 
-func (l *Loop) cycle(ctx context.Context, pre *syncOutcome) (*status.ClusterStatus, error) {
+func (l *Loop) cycle(ctx context.Context, pre *syncOutcome) *cycleRun {
 	l.cycleMu.Lock()
 	defer l.cycleMu.Unlock()
 	rc := &cycleRun{start: time.Now(), synced: pre}
@@ -167,15 +169,25 @@ func (l *Loop) cycle(ctx context.Context, pre *syncOutcome) (*status.ClusterStat
 		}
 		p.run(ctx, rc)
 	}
-	var err error
-	if len(rc.problems) > 0 {
-		errs := make([]error, len(rc.problems))
-		for i, p := range rc.problems {
-			errs[i] = p
-		}
-		err = errors.Join(errs...)
+	return rc
+}
+
+// err joins the cycle's loop-level failures; nil when there were none.
+func (rc *cycleRun) err() error {
+	errs := make([]error, len(rc.problems))
+	for i, p := range rc.problems {
+		errs[i] = p
 	}
-	return rc.result, err
+	return errors.Join(errs...)
+}
+
+// next is the sync the next cycle reconciles at once (the watch saw the
+// head move), and whether the watch took a Trigger meant for Run.
+func (rc *cycleRun) next() (*syncOutcome, bool) {
+	if rc.watch == nil {
+		return nil, false
+	}
+	return rc.watch.next, rc.watch.triggered
 }
 
 // fetch syncs the source (unless the caller did) and takes its revision

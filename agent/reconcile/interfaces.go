@@ -2,12 +2,14 @@ package reconcile
 
 import (
 	"context"
+	"time"
 
 	"github.com/fluxcd/cli-utils/pkg/object"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/flotilla-gitops/flotilla/agent/apply"
 	"github.com/flotilla-gitops/flotilla/pkg/gitrepo"
+	"github.com/flotilla-gitops/flotilla/pkg/health"
 	"github.com/flotilla-gitops/flotilla/pkg/status"
 )
 
@@ -27,6 +29,13 @@ type Follower interface {
 	// AwaitingSlice: the Source would follow a slice ref but the remote
 	// has none yet, so it fetches the whole branch.
 	AwaitingSlice() bool
+}
+
+// Holder keeps a checkout on disk while it is held, whatever later syncs
+// remove (*gitrepo.Source implements it): the loop holds its revision's
+// checkout while it polls Git during health waits (watch.go).
+type Holder interface {
+	Hold(dir string) (release func())
 }
 
 // Checkouter gives the checkout of an older commit of the branch
@@ -49,7 +58,9 @@ type AcceptedStore interface {
 type Applier interface {
 	Apply(ctx context.Context, u apply.UnitRequest) (*apply.UnitResult, error)
 	Check(ctx context.Context, unit string, obs *apply.Observation) (*apply.UnitCheck, error)
-	CheckReady(ctx context.Context, unit string) (bool, []string, error)
+	CheckReady(ctx context.Context, unit string, checks *health.Checks) (bool, []string, error)
+	// WaitReady waits for an applied unit's health (apply.Applier.WaitReady).
+	WaitReady(ctx context.Context, unit string, timeout time.Duration, h apply.HealthOptions, waiting func([]string)) (bool, []string, error)
 	Units(ctx context.Context) ([]string, error)
 	// DeleteUnit removes a unit that left the slice, handing over what
 	// owners says another unit claims.

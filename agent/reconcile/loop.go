@@ -31,12 +31,6 @@ const (
 	// DefaultReadyRecheck: how long after a unit became Ready at its
 	// content its health is still read every cycle (Config.ReadyRecheck).
 	DefaultReadyRecheck = 24 * time.Hour
-	// readyPoll is how often an unchanged unit's health is re-read while
-	// waiting for it.
-	readyPoll = time.Second
-	// waitReport is how often a unit that waits for health says what for
-	// (apply.Options.WaitReport is the same for units being applied).
-	waitReport = 10 * time.Second
 )
 
 // Config wires a Loop. Cluster, Source and Applier are required.
@@ -253,9 +247,14 @@ func (l *Loop) Run(ctx context.Context) error {
 			return nil
 		}
 		cctx, cancel := graceContext(ctx, l.cfg.ShutdownGrace)
-		_, _ = l.cycle(cctx, pre)
+		rc := l.cycle(cctx, pre)
 		cancel()
-		pre = nil
+		// A head that moved while units waited is reconciled at once.
+		moved, triggered := rc.next()
+		pre = moved
+		if triggered && moved == nil {
+			l.Trigger()
+		}
 		// A cycle's garbage (rendered objects, API responses) is large next
 		// to what the agent keeps; hand it back to the OS instead of holding
 		// the cycle's peak until the scavenger gets to it. One GC per cycle.
@@ -347,5 +346,6 @@ func Jitter(d time.Duration, frac float64) time.Duration {
 // reconcile, a refused commit, an unreadable slice), already in the
 // document; unit failures are only in the document.
 func (l *Loop) Cycle(ctx context.Context) (*status.ClusterStatus, error) {
-	return l.cycle(ctx, nil)
+	rc := l.cycle(ctx, nil)
+	return rc.result, rc.err()
 }

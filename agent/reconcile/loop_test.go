@@ -57,6 +57,8 @@ type unit struct {
 	// allowEmpty lets the unit render no objects (and then prune all).
 	allowEmpty bool
 	suspend    bool
+	// timeout of the health wait; 3s when zero.
+	timeout time.Duration
 }
 
 // writeSlice writes the cluster's slice into dir, replacing the old one.
@@ -85,8 +87,12 @@ func writeSlice(t *testing.T, dir, clusterName string, units []unit) {
 			}
 			files = append(files, slice.File{Name: n, Data: []byte(u.files[n])})
 		}
-		fmt.Fprintf(&b, "- name: %s\n  kind: kustomize\n  path: %s\n  prune: %v\n  wait: %v\n  timeout: 3s\n  hash: %s\n",
-			u.name, unitDir, !u.noPrune, u.wait, slice.UnitHash(files, ""))
+		timeout := u.timeout
+		if timeout == 0 {
+			timeout = 3 * time.Second
+		}
+		fmt.Fprintf(&b, "- name: %s\n  kind: kustomize\n  path: %s\n  prune: %v\n  wait: %v\n  timeout: %s\n  hash: %s\n",
+			u.name, unitDir, !u.noPrune, u.wait, timeout, slice.UnitHash(files, ""))
 		if len(u.dependsOn) > 0 {
 			fmt.Fprintf(&b, "  dependsOn: [%s]\n", strings.Join(u.dependsOn, ", "))
 		}

@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/flotilla-gitops/flotilla/agent/apply"
+	"github.com/flotilla-gitops/flotilla/pkg/health"
 	"github.com/flotilla-gitops/flotilla/pkg/slice"
 	"github.com/flotilla-gitops/flotilla/pkg/status"
 )
@@ -30,7 +31,8 @@ func (l *Loop) suspendUnit(ctx context.Context, rc *cycleRun, u slice.Unit, st *
 		if chk.Revision != "" {
 			st.appliedRevision = chk.Revision
 		}
-		ok, _, err := l.cfg.Applier.CheckReady(ctx, u.Name)
+		checks, _ := health.Compile(u.HealthChecks) // a check that does not compile leaves kstatus
+		ok, _, err := l.cfg.Applier.CheckReady(ctx, u.Name, checks)
 		ready = err == nil && ok
 		if err != nil && !errors.Is(err, apply.ErrNoInventory) {
 			l.log.Debug("suspended unit's health unknown", "unit", u.Name, "error", l.redact.Error(err))

@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/flotilla-gitops/flotilla/agent/apply"
+	"github.com/flotilla-gitops/flotilla/pkg/health"
 	"github.com/flotilla-gitops/flotilla/pkg/render"
 	"github.com/flotilla-gitops/flotilla/pkg/slice"
 	"github.com/flotilla-gitops/flotilla/pkg/status"
@@ -36,6 +38,9 @@ type unitState struct {
 	// good is where the unit last rendered successfully, to restore drift
 	// while a newer revision of it fails to render.
 	good *goodSource
+	// resume is a health wait a newer revision interrupted without
+	// changing the unit (watch.go).
+	resume *watchedWait
 }
 
 type goodSource struct {
@@ -68,6 +73,8 @@ func (l *Loop) unitState(name string) *unitState {
 // Workers at a time. A unit starts once its dependencies are done; if one
 // of them is not Ready it is not applied (DependencyNotReady).
 func (l *Loop) runUnits(ctx context.Context, rc *cycleRun) {
+	stop := l.watchRevisions(ctx, rc)
+	defer stop()
 	units := rc.rev.slice.Units
 	index := make(map[string]int, len(units))
 	for i, u := range units {
@@ -132,6 +139,13 @@ func (l *Loop) runUnits(ctx context.Context, rc *cycleRun) {
 			var once sync.Once
 			release := func() { once.Do(func() { <-sem }) }
 			defer release()
+			if newer, changed := rc.supersededBy(u); changed {
+				l.finishUnit(rc, u, st, outcome{
+					reason: status.ReasonSuperseded, message: "not applied: superseded by " + status.ShortRevision(newer.res.Revision),
+					keepLastError: true, progressing: true, count: countWaiting,
+				})
+				return
+			}
 			defer l.progress.unitStarted(u.Name, time.Now())()
 			ready[i] = l.finishUnit(rc, u, st, l.reconcileUnit(ctx, rc, u, st, release))
 		})
@@ -157,6 +171,13 @@ func (l *Loop) reconcileUnit(ctx context.Context, rc *cycleRun, u slice.Unit, st
 		chk = nil
 	}
 
+	checks, err := health.Compile(u.HealthChecks)
+	if err != nil {
+		return failed(status.Stalling(status.ReasonApplyFailed, fmt.Errorf("unit %s: %w", u.Name, err)), "unit's health checks do not compile")
+	}
+	hopts := apply.HealthOptions{Checks: checks, WaitForTimeout: u.WaitForTimeout, Interrupt: rc.interrupt()}
+	started := time.Now()
+
 	// Unchanged and not drifted: nothing to render or apply.
 	if chk != nil && chk.UpToDate(u.Hash, u.Prune) {
 		rc.unchanged.Add(1)
@@ -167,7 +188,7 @@ func (l *Loop) reconcileUnit(ctx context.Context, rc *cycleRun, u slice.Unit, st
 			}
 			// Read once, not polled: a unit that stopped being Ready
 			// says so now and is waited for in the next cycle.
-			ready, notReady, err := l.cfg.Applier.CheckReady(ctx, u.Name)
+			ready, notReady, err := l.cfg.Applier.CheckReady(ctx, u.Name, checks)
 			switch {
 			case err == nil && ready:
 				return outcome{reason: status.ReasonSucceeded, at: foundAt}
@@ -178,14 +199,13 @@ func (l *Loop) reconcileUnit(ctx context.Context, rc *cycleRun, u slice.Unit, st
 				log: "unit is no longer ready", logAttrs: []any{"objects", summarize(notReady)}}
 		}
 		release()
-		ready, notReady, err := l.waitReady(ctx, u, rev.Revision)
-		switch {
-		case ready:
+		if !u.Wait {
+			// Without wait, an applied unit counts as Ready (as after Apply).
 			return outcome{reason: status.ReasonSucceeded, at: foundAt}
-		case err != nil:
-			return outcome{err: status.Retrying(status.ReasonHealthCheckFailed, err), progressing: true, at: foundAt}
 		}
-		return outcome{reason: status.ReasonHealthCheckFailed, message: "not ready: " + summarize(notReady), progressing: true, at: foundAt}
+		timeout := waitTimeout(u, st, started)
+		ready, notReady, err := l.cfg.Applier.WaitReady(ctx, u.Name, timeout, hopts, l.waiting(u.Name, rev.Revision))
+		return l.healthOutcome(rc, u, st, ready, notReady, err, started.Add(timeout), foundAt)
 	}
 	if chk != nil && len(chk.Drifted) > 0 && chk.Hash == u.Hash {
 		log.Info("drift detected", "objects", summarize(chk.Drifted))
@@ -202,18 +222,19 @@ func (l *Loop) reconcileUnit(ctx context.Context, rc *cycleRun, u slice.Unit, st
 	log.Debug("applying unit", "revision", rev.Revision, "objects", len(out.Objects))
 	req := l.request(u, rev.Revision, u.Hash, out, rc.obs)
 	req.Owners = rc.owners
+	req.Health = hopts
 	res, err := l.cfg.Applier.Apply(ctx, req)
 	if res != nil {
 		st.objects = res.ManagedObjects
 		l.countResult(rc, st, res)
 	}
 	switch {
+	case err != nil && failureOf(err).Reason == status.ReasonHealthCheckFailed:
+		return l.healthOutcome(rc, u, st, false, res.NotReady, err, started.Add(u.Timeout.Duration), appliedAt)
 	case err != nil:
 		o := failed(err, "unit failed", "revision", rev.Revision)
-		reason := failureOf(err).Reason
-		o.progressing = reason == status.ReasonHealthCheckFailed
 		// A failed post hook comes after a Ready apply.
-		if o.progressing || (reason == status.ReasonHookFailed && res != nil && res.Ready) {
+		if failureOf(err).Reason == status.ReasonHookFailed && res != nil && res.Ready {
 			o.at = appliedAt
 		}
 		return o
@@ -337,36 +358,29 @@ func (l *Loop) recheckReady(u slice.Unit, st *unitState) bool {
 		time.Since(st.readySince.Time) < l.cfg.ReadyRecheck
 }
 
-// waitReady checks an unchanged unit's health, polling until the unit's
-// timeout; a unit without wait is Ready once applied.
-func (l *Loop) waitReady(ctx context.Context, u slice.Unit, revision string) (bool, []string, error) {
-	if !u.Wait {
-		// Without wait, an applied unit counts as Ready (as after Apply).
-		return true, nil, nil
+// healthOutcome is how a unit's health wait ended (at: where its objects
+// are): Ready; interrupted by a newer revision; failed at once by a
+// Failed object, which only a change will fix; or still not Ready at its
+// timeout (or after a failed read), which a later cycle waits for again.
+func (l *Loop) healthOutcome(rc *cycleRun, u slice.Unit, st *unitState, ready bool, notReady []string, err error, deadline time.Time, at revisionState) outcome {
+	if !errors.Is(err, apply.ErrWaitInterrupted) {
+		st.resume = nil
 	}
-	start := time.Now()
-	deadline := start.Add(u.Timeout.Duration)
-	report, reported := l.waiting(u.Name, revision), start
-	for {
-		ready, notReady, err := l.cfg.Applier.CheckReady(ctx, u.Name)
-		if err == nil && ready {
-			return true, nil, nil
-		}
-		if len(notReady) > 0 && time.Since(reported) >= waitReport {
-			report(notReady)
-			reported = time.Now()
-		}
-		if time.Now().Add(readyPoll).After(deadline) {
-			return false, notReady, err
-		}
-		t := time.NewTimer(readyPoll)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return false, notReady, ctx.Err()
-		case <-t.C:
-		}
+	switch {
+	case ready && err == nil:
+		return outcome{reason: status.ReasonSucceeded, at: at}
+	case errors.Is(err, apply.ErrWaitInterrupted):
+		return l.interrupted(rc, u, st, notReady, deadline, at)
+	case errors.Is(err, apply.ErrHealthFailed):
+		o := failed(err, "unit failed its health check", "revision", rc.rev.res.Revision)
+		o.at = at
+		return o
+	case errors.Is(err, apply.ErrHealthTimeout) && len(notReady) > 0 && at == foundAt:
+		return outcome{reason: status.ReasonHealthCheckFailed, message: "not ready: " + summarize(notReady), progressing: true, at: at}
 	}
+	o := failed(err, "unit failed", "revision", rc.rev.res.Revision)
+	o.progressing, o.at = true, at
+	return o
 }
 
 // summarize shortens a list of object names for messages.

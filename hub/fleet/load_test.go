@@ -153,6 +153,21 @@ func TestLoadErrors(t *testing.T) {
 			detail:  "must be positive",
 		},
 		{
+			name: "health check expression does not compile",
+			changes: map[string]string{"apps/web/app.yaml": app(manifestsSource + "  healthChecks:\n    - apiVersion: example.com/v1\n      kind: Widget\n" +
+				"      current: status.ready == true\n      failed: status.phase ==\n  syncPolicies:\n    - destination: {fleet: prod}\n")},
+			want:   "apps/web/app.yaml:13: spec.healthChecks[0].failed",
+			class:  ErrInvalidValue,
+			detail: "the CEL expression does not compile",
+		},
+		{
+			name: "fleet health check without current",
+			changes: map[string]string{"fleets/prod.yaml": "apiVersion: flotilla.dev/v1alpha1\nkind: Fleet\nmetadata:\n  name: prod\nspec:\n  clusters: [member1, member2]\n" +
+				"  healthChecks:\n    - apiVersion: example.com/v1\n      kind: Widget\n"},
+			want:  "fleets/prod.yaml:8: spec.healthChecks[0].current",
+			class: ErrRequired,
+		},
+		{
 			name:    "required source",
 			changes: map[string]string{"apps/web/app.yaml": app("  syncPolicies:\n    - destination: {fleet: prod}\n")},
 			want:    "apps/web/app.yaml:5: spec.source",

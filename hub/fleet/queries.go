@@ -2,7 +2,9 @@ package fleet
 
 import (
 	"path"
+	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -306,4 +308,39 @@ func (a *Application) TimeoutOrDefault() time.Duration {
 		return DefaultTimeout
 	}
 	return a.Spec.Timeout.Duration
+}
+
+// FailFastEnabled reports spec.failFast, default true.
+func (a *Application) FailFastEnabled() bool {
+	return a.Spec.FailFast == nil || *a.Spec.FailFast
+}
+
+// HealthChecksOn are the health checks of the application on cluster c:
+// its own, then its fleets' defaults (fleets by name) for the kinds it
+// does not check itself; the first check for a kind wins.
+func (r *Repo) HealthChecksOn(a *Application, c *Cluster) []CustomHealthCheck {
+	out := slices.Clone(a.Spec.HealthChecks)
+	seen := map[[2]string]bool{}
+	for _, hc := range out {
+		seen[hc.groupKind()] = true
+	}
+	for _, f := range r.FleetsOf(c) {
+		for _, hc := range f.Spec.HealthChecks {
+			if !seen[hc.groupKind()] {
+				seen[hc.groupKind()] = true
+				out = append(out, hc)
+			}
+		}
+	}
+	return out
+}
+
+// groupKind is what a check covers: the apiVersion's group and the kind
+// ("" for every kind of the group).
+func (hc CustomHealthCheck) groupKind() [2]string {
+	group, _, _ := strings.Cut(hc.APIVersion, "/")
+	if !strings.Contains(hc.APIVersion, "/") {
+		group = ""
+	}
+	return [2]string{group, hc.Kind}
 }

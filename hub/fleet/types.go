@@ -103,6 +103,10 @@ type FleetSpec struct {
 	WorkloadIdentity []WorkloadIdentity `json:"workloadIdentity,omitempty"`
 	// Rollout is the default rollout of the fleet's applications.
 	Rollout *Rollout `json:"rollout,omitempty"`
+	// HealthChecks are the default health checks of the applications
+	// deployed to the fleet's members (an application's own check for
+	// the same kind wins).
+	HealthChecks []CustomHealthCheck `json:"healthChecks,omitempty"`
 }
 
 // NamespaceSpec is a namespace every fleet member gets.
@@ -117,6 +121,19 @@ type NamespaceSpec struct {
 type HealthCheck struct {
 	Interval         metav1.Duration `json:"interval,omitempty"`
 	FailureThreshold int32           `json:"failureThreshold,omitempty"`
+}
+
+// CustomHealthCheck is a health rule for one kind (or, without kind,
+// every kind of the apiVersion's group), with the fields and meaning of
+// Flux's Kustomization spec.healthCheckExprs: CEL expressions over the
+// object, evaluated inProgress, then failed, then current; when none is
+// true the object is in progress.
+type CustomHealthCheck struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind,omitempty"`
+	Current    string `json:"current"`
+	InProgress string `json:"inProgress,omitempty"`
+	Failed     string `json:"failed,omitempty"`
 }
 
 // QueueSpec is a Volcano queue (scheduling.volcano.sh/v1beta1) declared for
@@ -168,6 +185,13 @@ type ApplicationSpec struct {
 	Wait *bool `json:"wait,omitempty"`
 	// Timeout bounds apply plus health wait (default 5m).
 	Timeout *metav1.Duration `json:"timeout,omitempty"`
+	// FailFast ends the health wait at once when an object reports it
+	// failed (default true); false waits until the timeout, for kinds
+	// that recover on their own.
+	FailFast *bool `json:"failFast,omitempty"`
+	// HealthChecks judge kinds kstatus cannot read: Flux's
+	// healthCheckExprs, unchanged.
+	HealthChecks []CustomHealthCheck `json:"healthChecks,omitempty"`
 	// SyncPolicies are the destinations and their per-destination overrides.
 	SyncPolicies []SyncPolicy `json:"syncPolicies"`
 	// Rollout overrides the rollout of the destinations' fleets.

@@ -5,6 +5,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/flotilla-gitops/flotilla/pkg/health"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -242,4 +243,32 @@ func resourceMap(rl corev1.ResourceList) map[string]resource.Quantity {
 		m[string(k)] = q
 	}
 	return m
+}
+
+// healthChecks checks custom health checks as the agent compiles them:
+// apiVersion and current required, every expression valid CEL, one check
+// per kind.
+func healthChecks(d *document, field string, checks []CustomHealthCheck) {
+	seen := map[[2]string]int{}
+	for i, hc := range checks {
+		at := indexPath(field, i)
+		if hc.APIVersion == "" {
+			d.errorf(at+".apiVersion", ErrRequired, "a health check names the apiVersion it checks")
+		}
+		if hc.Current == "" {
+			d.errorf(at+".current", ErrRequired, "a health check needs the expression that says the object is healthy")
+		}
+		for _, e := range [...]struct{ name, expr string }{{"current", hc.Current}, {"inProgress", hc.InProgress}, {"failed", hc.Failed}} {
+			if e.expr == "" {
+				continue
+			}
+			if err := health.CheckExpression(e.expr); err != nil {
+				d.errorf(at+"."+e.name, ErrInvalidValue, "the CEL expression does not compile: %v", err)
+			}
+		}
+		if j, dup := seen[hc.groupKind()]; dup {
+			d.errorf(at+".kind", ErrDuplicate, "%s %s is already checked at %s", hc.APIVersion, hc.Kind, indexPath(field, j))
+		}
+		seen[hc.groupKind()] = i
+	}
 }

@@ -28,6 +28,7 @@ func (v *validator) application(a *Application) {
 	if a.Spec.Timeout != nil {
 		positiveDuration(d, "spec.timeout", *a.Spec.Timeout)
 	}
+	healthChecks(d, "spec.healthChecks", a.Spec.HealthChecks)
 	if len(a.Spec.SyncPolicies) == 0 {
 		d.errorf("spec.syncPolicies", ErrRequired, "an application needs at least one destination")
 	}

@@ -39,6 +39,7 @@ func (v *validator) fleet(f *Fleet) {
 			d.errorf("spec.healthCheck.failureThreshold", ErrInvalidValue, "%d must be at least 1", hc.FailureThreshold)
 		}
 	}
+	healthChecks(d, "spec.healthChecks", f.Spec.HealthChecks)
 	if f.Spec.Rollout != nil {
 		v.rollout(d, "spec.rollout", f.Spec.Rollout, v.r.Members(f), "fleet "+f.Metadata.Name)
 	}

@@ -191,10 +191,13 @@ func (c *compiler) draftCluster(cl *fleet.Cluster) *clusterDraft {
 			AllowEmpty: a.Spec.AllowEmpty,
 			Wait:       a.WaitEnabled(),
 			Timeout:    metav1.Duration{Duration: a.TimeoutOrDefault()},
-			Namespace:  content.namespace,
-			Hash:       content.hash,
-			Inputs:     p.inputs,
-			Suspend:    a.SuspendedOn(policiesOf(matched)),
+			// Fail fast unless the application waits out its timeout.
+			WaitForTimeout: !a.FailFastEnabled(),
+			HealthChecks:   sliceHealthChecks(c.repo.HealthChecksOn(a, cl)),
+			Namespace:      content.namespace,
+			Hash:           content.hash,
+			Inputs:         p.inputs,
+			Suspend:        a.SuspendedOn(policiesOf(matched)),
 		}
 		if p.kind == slice.UnitHelm {
 			release := a.Spec.Source.Helm.ReleaseName
@@ -265,6 +268,17 @@ func policiesOf(plans []*policyPlan) []*fleet.SyncPolicy {
 	out := make([]*fleet.SyncPolicy, len(plans))
 	for i, pp := range plans {
 		out[i] = pp.policy
+	}
+	return out
+}
+
+func sliceHealthChecks(checks []fleet.CustomHealthCheck) []slice.HealthCheck {
+	if len(checks) == 0 {
+		return nil
+	}
+	out := make([]slice.HealthCheck, len(checks))
+	for i, hc := range checks {
+		out[i] = slice.HealthCheck(hc)
 	}
 	return out
 }

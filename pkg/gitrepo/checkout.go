@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	git "github.com/go-git/go-git/v5"
@@ -80,10 +81,38 @@ func (s *Source) gcCheckouts(keep []string) {
 	for _, k := range keep {
 		keepSet[k] = true
 	}
+	s.heldMu.Lock()
+	defer s.heldMu.Unlock()
 	for _, e := range entries {
-		if !keepSet[e.Name()] {
+		if !keepSet[e.Name()] && s.held[e.Name()] == 0 {
 			os.RemoveAll(filepath.Join(s.checkoutsDir(), e.Name()))
 		}
+	}
+}
+
+// Hold keeps the checkout at dir (a Result's Dir) on disk, whatever
+// later syncs remove, until release is called: the agent polls Git while
+// it still renders from the revision it reconciles.
+func (s *Source) Hold(dir string) (release func()) {
+	if filepath.Dir(dir) != s.checkoutsDir() {
+		return func() {}
+	}
+	key := filepath.Base(dir)
+	s.heldMu.Lock()
+	if s.held == nil {
+		s.held = map[string]int{}
+	}
+	s.held[key]++
+	s.heldMu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			s.heldMu.Lock()
+			defer s.heldMu.Unlock()
+			if s.held[key]--; s.held[key] <= 0 {
+				delete(s.held, key)
+			}
+		})
 	}
 }
 

@@ -71,6 +71,12 @@ type Source struct {
 	// v2Probed says the probe was made (v2 stays nil after a "no").
 	v2       *v2Client
 	v2Probed bool
+
+	// held are checkouts (by directory name) a caller still reads:
+	// gcCheckouts keeps them (Hold). Its own lock: Sync holds mu for a
+	// whole fetch.
+	heldMu sync.Mutex
+	held   map[string]int
 }
 
 // Result is the outcome of a Sync.

@@ -558,3 +558,38 @@ func TestCheckoutOfAnOlderCommit(t *testing.T) {
 		t.Fatalf("Checkout of an unknown commit: %v", err)
 	}
 }
+
+// TestHeldCheckoutOutlivesSyncs: a held checkout stays on disk while
+// syncs move past it (the agent renders from it while it polls during
+// health waits); released, the next sync removes it as usual.
+func TestHeldCheckoutOutlivesSyncs(t *testing.T) {
+	srv, auth := fleet(t, fleetFiles)
+	ctx := context.Background()
+	src := &gitrepo.Source{URL: srv.URL("fleet"), Auth: auth, CacheDir: t.TempDir()}
+	held, err := src.Sync(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	release := src.Hold(held.Dir)
+	want := readDir(t, held.Dir)
+	for i := 0; i < 3; i++ {
+		commitMain(t, srv, map[string][]byte{"n": []byte(strings.Repeat("n", i+1))})
+		if _, err := src.Sync(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := readDir(t, held.Dir); !reflect.DeepEqual(got, want) {
+		t.Fatalf("held checkout changed or was removed after three syncs: %v", got)
+	}
+	release()
+	release() // idempotent
+	commitMain(t, srv, map[string][]byte{"n": []byte("released")})
+	if _, err := src.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(held.Dir); !os.IsNotExist(err) {
+		t.Fatalf("released checkout still on disk after a sync: %v", err)
+	}
+	// A directory that is no checkout of this source holds nothing.
+	src.Hold(t.TempDir())()
+}

@@ -137,6 +137,24 @@ func Marshal(s *Slice) []byte {
 		}
 		b.WriteString("\n  timeout: ")
 		b.WriteString(QuoteScalar(u.Timeout.Duration.String()))
+		if u.WaitForTimeout {
+			b.WriteString("\n  waitForTimeout: true")
+		}
+		if len(u.HealthChecks) > 0 {
+			b.WriteString("\n  healthChecks:")
+			for _, hc := range u.HealthChecks {
+				b.WriteString("\n  - apiVersion: ")
+				b.WriteString(QuoteScalar(hc.APIVersion))
+				for _, f := range [...]struct{ name, value string }{
+					{"kind", hc.Kind}, {"current", hc.Current}, {"inProgress", hc.InProgress}, {"failed", hc.Failed},
+				} {
+					if f.value != "" {
+						b.WriteString("\n    " + f.name + ": ")
+						b.WriteString(QuoteScalar(f.value))
+					}
+				}
+			}
+		}
 		if u.Namespace != "" {
 			b.WriteString("\n  namespace: ")
 			b.WriteString(QuoteScalar(u.Namespace))

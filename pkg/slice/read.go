@@ -113,6 +113,11 @@ func (s *Slice) Validate() error {
 		if u.Timeout.Duration <= 0 {
 			return bad("%s.timeout: must be positive", at)
 		}
+		for j, hc := range u.HealthChecks {
+			if hc.APIVersion == "" || hc.Current == "" {
+				return bad("%s.healthChecks[%d]: apiVersion and current are required", at, j)
+			}
+		}
 		if !validHash(u.Hash) {
 			return bad("%s.hash %q: want sha256:<64 hex digits>", at, u.Hash)
 		}

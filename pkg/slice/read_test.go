@@ -24,7 +24,12 @@ func sampleSlice() *Slice {
 				DependsOn: []string{UnitNamespaces}, Prune: true, AllowEmpty: true, Wait: false,
 				Timeout: metav1.Duration{Duration: 90 * time.Second}, Namespace: "shop", Hash: h},
 			{Name: "web", Kind: UnitKustomize, Path: UnitDir("edge-1", "web"), DependsOn: []string{"db", UnitNamespaces},
-				Timeout: metav1.Duration{Duration: time.Hour}, Namespace: "on", Hash: h},
+				Timeout: metav1.Duration{Duration: time.Hour}, Namespace: "on", Hash: h, WaitForTimeout: true,
+				HealthChecks: []HealthCheck{
+					{APIVersion: "example.com/v1", Kind: "Widget", Current: `status.conditions.filter(e, e.type == 'Ready').all(e, e.status == 'True')`,
+						InProgress: "status.phase == \"Pending\"", Failed: "status.phase: 'x'\n# not a comment"},
+					{APIVersion: "batch.volcano.sh/v1alpha1", Current: "true"},
+				}},
 		},
 	}
 }

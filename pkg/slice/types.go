@@ -91,6 +91,13 @@ type Unit struct {
 	AllowEmpty bool            `json:"allowEmpty,omitempty"`
 	Wait       bool            `json:"wait"`
 	Timeout    metav1.Duration `json:"timeout"`
+	// WaitForTimeout: an object reported Failed does not end the unit's
+	// health wait; it is waited for until Timeout (for kinds that recover
+	// on their own). Without it a Failed object fails the unit at once.
+	WaitForTimeout bool `json:"waitForTimeout,omitempty"`
+	// HealthChecks judge the health of kinds kstatus cannot read, as
+	// Flux's healthCheckExprs do.
+	HealthChecks []HealthCheck `json:"healthChecks,omitempty"`
 	// Suspend tells the agent to leave the unit as it is: neither applied
 	// nor pruned, nor its drift corrected, and reported Suspended, until a
 	// slice without it.
@@ -106,6 +113,19 @@ type Unit struct {
 	// order, so that the agent can check its checkout against Hash before
 	// rendering (CheckHash).
 	Inputs []Input `json:"inputs,omitempty"`
+}
+
+// HealthCheck is a health rule for one kind (or, without Kind, every
+// kind of a group): CEL expressions over the object, with the shape and
+// meaning of Flux's healthCheckExprs (fluxcd/pkg/apis/kustomize
+// CustomHealthCheck), evaluated InProgress, then Failed, then Current;
+// none true is InProgress.
+type HealthCheck struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind,omitempty"`
+	Current    string `json:"current"`
+	InProgress string `json:"inProgress,omitempty"`
+	Failed     string `json:"failed,omitempty"`
 }
 
 // HelmRelease says what to template for a helm unit. Paths are relative to

@@ -65,6 +65,12 @@ const (
 	// ReasonSuspended: the unit is suspended in the fleet repo; the agent
 	// neither applies nor prunes it (UnitStatus.Suspended).
 	ReasonSuspended = "Suspended"
+	// ReasonSuperseded: a newer revision that changes the unit arrived
+	// while the agent waited for the unit's health; the wait ended and the
+	// agent moved on to the newer revision. Neither Ready nor a failure: a
+	// rollout does not count it, and a canary's bake starts over at the
+	// newer content.
+	ReasonSuperseded = "Superseded"
 )
 
 // DefaultHeartbeatInterval is how often an agent commits its status when

@@ -96,6 +96,9 @@ type handUnit struct {
 	wait      bool
 	namespace string
 	timeout   time.Duration // default 2m
+	// waitForTimeout and healthChecks: see slice.Unit.
+	waitForTimeout bool
+	healthChecks   []slice.HealthCheck
 }
 
 // writeHandSlice writes rendered/<bucket>/<cluster>/ with slice.yaml and
@@ -128,6 +131,7 @@ func writeHandSlice(t *testing.T, dir, cluster string, units []handUnit) {
 			Name: u.name, Kind: kind, Path: unitDir, Helm: u.helm, DependsOn: u.dependsOn,
 			Prune: true, Wait: u.wait, Timeout: metav1.Duration{Duration: timeout},
 			Namespace: u.namespace, Hash: slice.UnitHash(files, ""),
+			WaitForTimeout: u.waitForTimeout, HealthChecks: u.healthChecks,
 		}
 		if su.Helm != nil {
 			su.Helm.Values = slice.UnitDir(cluster, u.name) + "/values.yaml"
@@ -137,23 +141,8 @@ func writeHandSlice(t *testing.T, dir, cluster string, units []handUnit) {
 	if err := s.Validate(); err != nil {
 		t.Fatalf("hand-written slice: %v", err)
 	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "apiVersion: %s\nkind: %s\ncluster: %s\nunits:\n", s.APIVersion, s.Kind, s.Cluster)
-	for _, u := range s.Units {
-		fmt.Fprintf(&b, "- name: %s\n  kind: %s\n  path: %s\n", u.Name, u.Kind, u.Path)
-		if u.Helm != nil {
-			fmt.Fprintf(&b, "  helm:\n    chart: %s\n    releaseName: %s\n    values: %s\n", u.Helm.Chart, u.Helm.ReleaseName, u.Helm.Values)
-		}
-		if len(u.DependsOn) > 0 {
-			fmt.Fprintf(&b, "  dependsOn: [%s]\n", strings.Join(u.DependsOn, ", "))
-		}
-		fmt.Fprintf(&b, "  prune: %v\n  wait: %v\n  timeout: %s\n  hash: %s\n", u.Prune, u.Wait, u.Timeout.Duration, u.Hash)
-		if u.Namespace != "" {
-			fmt.Fprintf(&b, "  namespace: %s\n", u.Namespace)
-		}
-	}
 	p := filepath.Join(dir, filepath.FromSlash(slice.SlicePath(cluster)))
-	if err := os.WriteFile(p, []byte(b.String()), 0o644); err != nil {
+	if err := os.WriteFile(p, slice.Marshal(&s), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := slice.Read(dir, cluster); err != nil {

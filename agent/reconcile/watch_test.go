@@ -1,0 +1,100 @@
+package reconcile_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/flotilla-gitops/flotilla/pkg/status"
+)
+
+// deploymentUnit is a unit whose Deployment never becomes Ready on the
+// minimal cluster (no controllers), waited for for an hour.
+func deploymentUnit(name, ns, image string) unit {
+	return unit{name: name, wait: true, timeout: time.Hour, files: map[string]string{
+		"kustomization.yaml": "resources:\n  - deploy.yaml\n",
+		"deploy.yaml": fmt.Sprintf(`apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: %s
+  namespace: %s
+spec:
+  selector:
+    matchLabels: {app: %s}
+  template:
+    metadata:
+      labels: {app: %s}
+    spec:
+      containers: [{name: c, image: %s}]
+`, name, ns, name, name, image),
+	}}
+}
+
+// TestLoopNewRevisionEndsHealthWaits: a cycle whose units wait (timeout
+// 1h) for Deployments that never become Ready ends once a newer revision
+// that changes one of them is pushed: that unit is Superseded (neither
+// Ready nor failing), the one the revision leaves as it is still waits,
+// and the unit that was Ready stays Ready.
+func TestLoopNewRevisionEndsHealthWaits(t *testing.T) {
+	const name = "superseded"
+	ns := name + "-apps"
+	units := func(image string) []unit {
+		return []unit{configMapUnit("settled", ns, "1"), deploymentUnit("stuck", ns, image), deploymentUnit("other", ns, "other:1")}
+	}
+	e := newEnv(t, name, units("stuck:1"), nil)
+	type result struct {
+		st  *status.ClusterStatus
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		st, err := e.cycle()
+		done <- result{st, err}
+	}()
+	// Both Deployments applied: the cycle waits for them.
+	deadline := time.Now().Add(time.Minute)
+	for _, d := range []string{"stuck", "other"} {
+		for {
+			if err := e.k.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: d}, &appsv1.Deployment{}); err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("Deployment %s not applied", d)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	fix := "main@sha1:" + e.push(units("stuck:2"))
+	var r result
+	select {
+	case r = <-done:
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("the cycle went on waiting after %s was pushed", fix)
+	}
+	if r.err != nil {
+		t.Fatalf("cycle: %v", r.err)
+	}
+	stuck := unitStatus(r.st, "stuck")
+	ready := apimeta.FindStatusCondition(stuck.Conditions, status.ConditionReady)
+	if ready == nil || ready.Reason != status.ReasonSuperseded || !strings.Contains(ready.Message, "superseded by "+status.ShortRevision(fix)) ||
+		!strings.Contains(ready.Message, "Deployment/"+ns+"/stuck") || status.UnitFailing(*stuck) || status.UnitReady(*stuck) {
+		t.Errorf("unit stuck: %+v, want Superseded by %s naming its Deployment, neither Ready nor failing", stuck.Conditions, fix)
+	}
+	other := unitStatus(r.st, "other")
+	if ready := apimeta.FindStatusCondition(other.Conditions, status.ConditionReady); ready == nil || ready.Reason != status.ReasonProgressing ||
+		!strings.Contains(ready.Message, "the wait goes on") || status.UnitFailing(*other) {
+		t.Errorf("unit other: %+v, want still waiting", other.Conditions)
+	}
+	if got := readyReason(unitStatus(r.st, "settled")); got != "True/"+status.ReasonSucceeded {
+		t.Errorf("unit settled: %s", got)
+	}
+	if r.st.DesiredRevision != fix {
+		t.Errorf("desired revision %s, want the newer %s", r.st.DesiredRevision, fix)
+	}
+}
