@@ -188,3 +188,38 @@ func TestFailureReasons(t *testing.T) {
 		t.Error("failureOf(nil) is not nil")
 	}
 }
+
+// TestFailureDetail: a Failed object's message carries the reason and
+// message of the condition that says why, once.
+func TestFailureDetail(t *testing.T) {
+	obj := func(conds ...map[string]any) *unstructured.Unstructured {
+		list := make([]any, len(conds))
+		for i, c := range conds {
+			list[i] = c
+		}
+		return &unstructured.Unstructured{Object: map[string]any{"status": map[string]any{"conditions": list}}}
+	}
+	tests := []struct {
+		name string
+		obj  *unstructured.Unstructured
+		said string
+		want string
+	}{
+		{"job past its deadline",
+			obj(map[string]any{"type": "Failed", "status": "True", "reason": "DeadlineExceeded", "message": "Job was active longer than specified deadline"}),
+			"Job Failed. failed: 0/1", " (DeadlineExceeded: Job was active longer than specified deadline)"},
+		{"deployment past its progress deadline, message already said",
+			obj(map[string]any{"type": "Progressing", "status": "False", "reason": "ProgressDeadlineExceeded", "message": "ReplicaSet \"web\" has timed out progressing."}),
+			"ProgressDeadlineExceeded: ReplicaSet \"web\" has timed out progressing.", ""},
+		{"reason only", obj(map[string]any{"type": "Stalled", "status": "True", "reason": "BadSpec"}), "", " (BadSpec)"},
+		{"no failure condition", obj(map[string]any{"type": "Ready", "status": "True"}), "", ""},
+		{"no conditions", &unstructured.Unstructured{Object: map[string]any{}}, "", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := failureDetail(tt.obj, tt.said); got != tt.want {
+				t.Fatalf("failureDetail = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}

@@ -118,3 +118,30 @@ func TestExpandClusterVars(t *testing.T) {
 		}
 	}
 }
+
+// TestHealthChecksOn: an application's own checks, then its cluster's
+// fleets' defaults (fleets by name) for the kinds it does not check; the
+// first check of a kind wins.
+func TestHealthChecksOn(t *testing.T) {
+	widget := func(current string) CustomHealthCheck {
+		return CustomHealthCheck{APIVersion: "example.com/v1", Kind: "Widget", Current: current}
+	}
+	group := CustomHealthCheck{APIVersion: "batch.volcano.sh/v1alpha1", Current: "true"}
+	c := &Cluster{Metadata: ObjectMeta{Name: "c1"}}
+	r := &Repo{
+		Clusters: []*Cluster{c},
+		Fleets: []*Fleet{
+			{Metadata: ObjectMeta{Name: "b"}, Spec: FleetSpec{Clusters: []string{"c1"}, HealthChecks: []CustomHealthCheck{widget("from b"), group}}},
+			{Metadata: ObjectMeta{Name: "a"}, Spec: FleetSpec{Clusters: []string{"c1"}, HealthChecks: []CustomHealthCheck{widget("from a")}}},
+			{Metadata: ObjectMeta{Name: "other"}, Spec: FleetSpec{Clusters: []string{"c2"}, HealthChecks: []CustomHealthCheck{{APIVersion: "x/v1", Kind: "X", Current: "true"}}}},
+		},
+	}
+	plain := &Application{}
+	if got := r.HealthChecksOn(plain, c); len(got) != 2 || got[0] != widget("from a") || got[1] != group {
+		t.Errorf("fleet defaults: %+v", got)
+	}
+	own := &Application{Spec: ApplicationSpec{HealthChecks: []CustomHealthCheck{widget("own")}}}
+	if got := r.HealthChecksOn(own, c); len(got) != 2 || got[0] != widget("own") || got[1] != group {
+		t.Errorf("the application's own check first: %+v", got)
+	}
+}

@@ -317,11 +317,26 @@ func settingsDiff(b, h *slice.Unit) []string {
 	add("wait", b.Wait, h.Wait)
 	add("timeout", b.Timeout.Duration, h.Timeout.Duration)
 	add("suspend", b.Suspend, h.Suspend)
+	add("failFast", !b.WaitForTimeout, !h.WaitForTimeout)
+	add("healthChecks", healthCheckKinds(b.HealthChecks), healthCheckKinds(h.HealthChecks))
+	if !slices.Equal(b.HealthChecks, h.HealthChecks) && healthCheckKinds(b.HealthChecks) == healthCheckKinds(h.HealthChecks) {
+		out = append(out, "healthChecks: expressions changed")
+	}
 	if b.Helm != nil && h.Helm != nil {
 		add("helm.chart", b.Helm.Chart, h.Helm.Chart)
 		add("helm.releaseName", b.Helm.ReleaseName, h.Helm.ReleaseName)
 	}
 	return out
+}
+
+// healthCheckKinds names the kinds health checks cover, as
+// "apiVersion/kind" (the apiVersion alone for a whole group).
+func healthCheckKinds(checks []slice.HealthCheck) string {
+	names := make([]string, len(checks))
+	for i, hc := range checks {
+		names[i] = strings.TrimSuffix(hc.APIVersion+"/"+hc.Kind, "/")
+	}
+	return strings.Join(names, ",")
 }
 
 func orNone(v any) any {

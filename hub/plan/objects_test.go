@@ -187,6 +187,23 @@ func TestSettingsDiff(t *testing.T) {
 	if strings.Join(got, "; ") != strings.Join(want, "; ") {
 		t.Errorf("settingsDiff: %q, want %q", got, want)
 	}
+
+	widget := slice.HealthCheck{APIVersion: "example.com/v1", Kind: "Widget", Current: "true"}
+	h = testUnit("web")
+	h.WaitForTimeout = true
+	h.HealthChecks = []slice.HealthCheck{widget, {APIVersion: "batch.volcano.sh/v1alpha1", Current: "true"}}
+	got = settingsDiff(&b, &h)
+	want = []string{"failFast: true → false", "healthChecks: (none) → example.com/v1/Widget,batch.volcano.sh/v1alpha1"}
+	if strings.Join(got, "; ") != strings.Join(want, "; ") {
+		t.Errorf("settingsDiff: %q, want %q", got, want)
+	}
+	b, h = testUnit("web"), testUnit("web")
+	b.HealthChecks = []slice.HealthCheck{widget}
+	widget.Current = "status.ok"
+	h.HealthChecks = []slice.HealthCheck{widget}
+	if got := settingsDiff(&b, &h); strings.Join(got, "; ") != "healthChecks: expressions changed" {
+		t.Errorf("settingsDiff of a changed expression: %q", got)
+	}
 }
 
 func testUnit(name string) slice.Unit {
