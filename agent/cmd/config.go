@@ -108,7 +108,7 @@ func (o *options) bindFlags(f *pflag.FlagSet) {
 	f.StringVar(&o.repoURL, "repo-url", "", "fleet repo URL, https:// or ssh:// (required)")
 	f.StringVar(&o.branch, "branch", "main", "branch to follow")
 	f.DurationVar(&o.interval, "interval", time.Minute, "reconcile interval (drift correction), jittered by ±10%")
-	f.DurationVar(&o.pollInterval, "poll-interval", 0, "how often to poll Git for a new commit between cycles (0: once per --interval); a new commit starts a cycle at once. After failed polls the wait backs off: 1-2x this after one failure, doubling (jittered) with each further one, up to --interval; a successful poll resets it")
+	f.DurationVar(&o.pollInterval, "poll-interval", 0, "how often to poll Git for a new commit between cycles and during health waits (0: once per --interval); a new commit starts a cycle at once, ending the waits of the running one when it changes this cluster's units. After failed polls the wait backs off: 1-2x this after one failure, doubling (jittered) with each further one, up to --interval; a successful poll resets it")
 	f.DurationVar(&o.timeout, "timeout", time.Minute, "timeout of each Git operation")
 	f.StringVar(&o.credentialsDir, "git-credentials-dir", "", "directory of a mounted Secret with the Git credentials (files username, password, bearerToken, identity, known_hosts, ca.crt)")
 	f.StringVar(&o.credentialsRoot, "git-credentials-root", defaultCredentialsRoot, "where --config's spec.secretRef.name is looked up: the credentials directory is <root>/<name>")

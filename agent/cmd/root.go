@@ -27,8 +27,11 @@ server-side apply, prunes what left it and waits for health, in dependency
 order. Unchanged units cost no API writes; objects changed in the cluster are
 restored, also while Git is unreachable (from the cached checkout).
 
-Between cycles it polls Git every --poll-interval, if shorter. While Git
-fails, those polls back off so a fleet of agents does not hammer a Git server
+Between cycles it polls Git every --poll-interval, if shorter, and so it does
+while units wait for health: a newer revision that passes verification and
+changes any of the cluster's units ends every wait at once (the units it
+changes are reported Superseded) and is reconciled straight away, so a fix
+does not wait for the broken revision's timeout. While Git fails, those polls back off so a fleet of agents does not hammer a Git server
 that is down: the wait doubles with each consecutive failure (randomised
 between half and all of it), from twice --poll-interval up to --interval, and
 resets after a successful poll. Cycles, with their own fetch, still run every

@@ -68,7 +68,16 @@
 // moved head starts a cycle at once, in which only changed (or drifted)
 // units are rendered and applied. Trigger starts one at once too (the
 // agent calls it on a reconcile request, agent/cmd/trigger.go). While Git fails, those polls back off
-// exponentially with jitter up to the interval (cycles keep their pace). When its context ends, Run lets the
+// exponentially with jitter up to the interval (cycles keep their pace).
+//
+// The polls go on while a cycle's units run (watch.go): a newer revision
+// that passes verification and changes any unit of the slice ends every
+// health wait of the cycle at once (applies are never stopped half-way),
+// and Run starts the next cycle on it without waiting. A unit the newer
+// revision changes is recorded Superseded; one it leaves as it is waits
+// on in the next cycle until the deadline it had. The revision's checkout
+// is held (Holder) meanwhile, so the polls cannot remove it from under
+// the units still rendering from it. When its context ends, Run lets the
 // current cycle finish for up to Config.ShutdownGrace, then cancels it
 // (agent/apply records new objects before creating them, so an interrupted
 // apply orphans nothing). After each cycle Run returns freed memory to the
@@ -82,8 +91,10 @@
 // for Config.ReadyRecheck (until then, with wait, CheckReady reads it once
 // a cycle, so a revision that breaks after some minutes is reported during
 // a rollout's bake); one whose readiness is unknown (after a restart) or
-// was not Ready is checked with Applier.CheckReady, polled until its
-// timeout when it sets wait. Status carries when the unit became Ready at
+// was not Ready is waited for with Applier.WaitReady until its timeout
+// when it sets wait. A wait ends at once when an object is Failed (unless
+// the unit sets WaitForTimeout), with the object's own message; kinds
+// kstatus cannot read are judged by the unit's health checks (pkg/health). Status carries when the unit became Ready at
 // its content (readySince), which rollouts bake from.
 //
 // # Suspended units
