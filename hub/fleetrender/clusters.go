@@ -76,6 +76,7 @@ func (c *compiler) compileClusters(clusters []*fleet.Cluster) ([]*ClusterOutput,
 			continue
 		}
 		c.checkNamespaces(d, objects)
+		waitForVolcano(d, objects)
 		work <- i
 	}
 	close(work)
