@@ -2,8 +2,12 @@ package reconcile_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -11,6 +15,9 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/flotilla-gitops/flotilla/agent/reconcile"
+	"github.com/flotilla-gitops/flotilla/pkg/gitrepo"
+	"github.com/flotilla-gitops/flotilla/pkg/slice"
 	"github.com/flotilla-gitops/flotilla/pkg/status"
 )
 
@@ -48,30 +55,9 @@ func TestLoopNewRevisionEndsHealthWaits(t *testing.T) {
 		return []unit{configMapUnit("settled", ns, "1"), deploymentUnit("stuck", ns, image), deploymentUnit("other", ns, "other:1")}
 	}
 	e := newEnv(t, name, units("stuck:1"), nil)
-	type result struct {
-		st  *status.ClusterStatus
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		st, err := e.cycle()
-		done <- result{st, err}
-	}()
-	// Both Deployments applied: the cycle waits for them.
-	deadline := time.Now().Add(time.Minute)
-	for _, d := range []string{"stuck", "other"} {
-		for {
-			if err := e.k.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: d}, &appsv1.Deployment{}); err == nil {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("Deployment %s not applied", d)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-	}
+	done := e.cycleWaiting(ns, "stuck", "other")
 	fix := "main@sha1:" + e.push(units("stuck:2"))
-	var r result
+	var r cycleResult
 	select {
 	case r = <-done:
 	case <-time.After(2 * time.Minute):
@@ -96,5 +82,78 @@ func TestLoopNewRevisionEndsHealthWaits(t *testing.T) {
 	}
 	if r.st.DesiredRevision != fix {
 		t.Errorf("desired revision %s, want the newer %s", r.st.DesiredRevision, fix)
+	}
+}
+
+type cycleResult struct {
+	st  *status.ClusterStatus
+	err error
+}
+
+// cycleWaiting starts a cycle and returns once the named Deployments of
+// ns are applied, so that the cycle waits for them.
+func (e *env) cycleWaiting(ns string, deployments ...string) <-chan cycleResult {
+	e.t.Helper()
+	done := make(chan cycleResult, 1)
+	go func() {
+		st, err := e.cycle()
+		done <- cycleResult{st, err}
+	}()
+	deadline := time.Now().Add(time.Minute)
+	for _, d := range deployments {
+		for {
+			if err := e.k.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: d}, &appsv1.Deployment{}); err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				e.t.Fatalf("Deployment %s not applied", d)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	return done
+}
+
+// TestLoopRefusedRevisionDoesNotEndWaits: a newer revision the verifier
+// refuses does not end a health wait (it is verified as any other); the
+// accepted one pushed after it does, and the unit is Superseded by that
+// one.
+func TestLoopRefusedRevisionDoesNotEndWaits(t *testing.T) {
+	const name = "refused-newer"
+	ns := name + "-apps"
+	units := func(image string) []unit { return []unit{deploymentUnit("stuck", ns, image)} }
+	refusedSeen := make(chan struct{})
+	var once sync.Once
+	verifier := reconcile.VerifierFunc(func(_ context.Context, head gitrepo.Result) (*status.Verification, error) {
+		s, err := os.ReadFile(filepath.Join(head.Dir, filepath.FromSlash(slice.UnitDir(name, "stuck")), "deploy.yaml"))
+		if err != nil {
+			return nil, err
+		}
+		if strings.Contains(string(s), "image: evil") {
+			once.Do(func() { close(refusedSeen) })
+			return &status.Verification{Mode: "test", Message: "untrusted"}, errors.New("signed by an untrusted key")
+		}
+		return &status.Verification{Mode: "test", Verified: true, Signer: "tester"}, nil
+	})
+	e := newEnv(t, name, units("stuck:1"), verifier)
+	done := e.cycleWaiting(ns, "stuck")
+	bad := e.push(units("evil"))
+	select {
+	case <-refusedSeen:
+	case r := <-done:
+		t.Fatalf("the cycle ended before the refused revision %s was verified: %v", bad, r.err)
+	case <-time.After(time.Minute):
+		t.Fatalf("the refused revision %s was never verified during the wait", bad)
+	}
+	fix := "main@sha1:" + e.push(units("stuck:2"))
+	var r cycleResult
+	select {
+	case r = <-done:
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("the cycle went on waiting after %s was pushed", fix)
+	}
+	ready := apimeta.FindStatusCondition(unitStatus(r.st, "stuck").Conditions, status.ConditionReady)
+	if ready == nil || ready.Reason != status.ReasonSuperseded || !strings.Contains(ready.Message, "superseded by "+status.ShortRevision(fix)) {
+		t.Fatalf("unit stuck: %+v, want Superseded by %s, not by the refused %s", ready, fix, bad)
 	}
 }
