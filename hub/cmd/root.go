@@ -45,7 +45,7 @@ and reads the status every agent commits back to Git.`,
 	root.AddCommand(newPlanCommand())
 	root.AddCommand(newClusterCommand())
 	root.AddCommand(newSecretsCommand())
-	root.AddCommand(newRolloutCommand())
+	root.AddCommand(newRolloutCommand(), newNotifyCommand())
 	root.AddCommand(newImportCommand())
 	return root
 }

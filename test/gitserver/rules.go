@@ -51,8 +51,9 @@ func StatusRef(cluster string) string { return "refs/heads/flotilla/status/" + c
 
 // ForgeConfig returns the usual forge setup: the Maintainer user may push
 // main (fast-forward only; nobody force-pushes main) and may create, update
-// or delete any other branch or tag, and publish slice refs
-// (refs/flotilla/slices/*); for each cluster, user
+// or delete any other branch or tag, publish slice refs
+// (refs/flotilla/slices/*) and record what notify sent
+// (refs/flotilla/notify); for each cluster, user
 // AgentUser(cluster) may push (and force-push) only StatusRef(cluster).
 // Passwords are "<user>-password".
 func ForgeConfig(clusters ...string) Config {
@@ -62,6 +63,8 @@ func ForgeConfig(clusters ...string) Config {
 		{User: Maintainer, Refs: []string{"refs/heads/*", "refs/tags/*"}, Force: true},
 		// The publisher of per-cluster slice commits (gitrepo.PushSlices).
 		{User: Maintainer, Refs: []string{"refs/flotilla/slices/*"}, Force: true},
+		// What flotilla notify sent (its history is compacted: forced).
+		{User: Maintainer, Refs: []string{"refs/flotilla/notify"}, Force: true},
 	}
 	for _, c := range clusters {
 		cfg.Users[AgentUser(c)] = AgentUser(c) + "-password"

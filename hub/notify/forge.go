@@ -1,0 +1,167 @@
+package notify
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// State is a commit status's state, as GitHub and Gitea name them.
+type State string
+
+// The states notify sets.
+const (
+	StatePending State = "pending"
+	StateSuccess State = "success"
+	StateFailure State = "failure"
+)
+
+// CommitStatus is one status on a commit.
+type CommitStatus struct {
+	// Commit is the full hash of the commit.
+	Commit string `json:"commit"`
+	// Context names the check ("flotilla/<application>").
+	Context     string `json:"context"`
+	State       State  `json:"state"`
+	Description string `json:"description"`
+	// TargetURL links the dashboard, when one is configured.
+	TargetURL string `json:"targetURL,omitempty"`
+}
+
+// maxDescription is GitHub's limit on a status description.
+const maxDescription = 140
+
+// Forge kinds.
+const (
+	ForgeGitHub = "github"
+	ForgeGitea  = "gitea"
+	ForgeGitLab = "gitlab"
+)
+
+// ErrForge: the forge refused or failed a request; the error says its
+// HTTP status and message (never the token).
+var ErrForge = errors.New("forge request failed")
+
+// Forge sets commit statuses on the fleet repo's forge.
+type Forge struct {
+	kind  string
+	api   string // base URL of the API
+	repo  string // owner/name, or GitLab's project path or id
+	token string
+	http  *http.Client
+}
+
+// ForgeOptions say which forge and repository.
+type ForgeOptions struct {
+	// Kind is ForgeGitHub, ForgeGitea or ForgeGitLab.
+	Kind string
+	// URL is the forge's base URL (https://github.com, https://gitlab.com,
+	// https://gitea.example.com); the API's is derived from it
+	// (api.github.com for github.com, <url>/api/v3 for GitHub Enterprise,
+	// <url>/api/v1 for Gitea, <url>/api/v4 for GitLab).
+	URL string
+	// Repo is "owner/name" (GitLab: the project's full path or its id).
+	Repo  string
+	Token string
+	// Timeout bounds each request; 30s when zero.
+	Timeout time.Duration
+}
+
+// NewForge checks o and returns its client.
+func NewForge(o ForgeOptions) (*Forge, error) {
+	u, err := url.Parse(strings.TrimSuffix(o.URL, "/"))
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+		return nil, fmt.Errorf("forge URL %q: want http(s)://host[/path]", o.URL)
+	}
+	if o.Repo == "" || strings.Trim(o.Repo, "/") != o.Repo {
+		return nil, fmt.Errorf("forge repository %q: want owner/name", o.Repo)
+	}
+	if o.Token == "" {
+		return nil, errors.New("forge token: none given")
+	}
+	var api string
+	switch o.Kind {
+	case ForgeGitHub:
+		api = u.String() + "/api/v3"
+		if u.Host == "github.com" {
+			api = "https://api.github.com"
+		}
+	case ForgeGitea:
+		api = u.String() + "/api/v1"
+	case ForgeGitLab:
+		api = u.String() + "/api/v4"
+	default:
+		return nil, fmt.Errorf("forge %q: want %s, %s or %s", o.Kind, ForgeGitHub, ForgeGitLab, ForgeGitea)
+	}
+	timeout := o.Timeout
+	if timeout <= 0 {
+		timeout = 30 * time.Second
+	}
+	return &Forge{kind: o.Kind, api: api, repo: o.Repo, token: o.Token, http: &http.Client{Timeout: timeout}}, nil
+}
+
+// SetStatus creates (or replaces, by context) a status on s.Commit.
+func (f *Forge) SetStatus(ctx context.Context, s CommitStatus) error {
+	desc := s.Description
+	if r := []rune(desc); len(r) > maxDescription {
+		desc = string(r[:maxDescription-1]) + "…"
+	}
+	var endpoint string
+	var body any
+	switch f.kind {
+	case ForgeGitLab:
+		endpoint = f.api + "/projects/" + url.PathEscape(f.repo) + "/statuses/" + url.PathEscape(s.Commit)
+		state := string(s.State)
+		if s.State == StateFailure {
+			state = "failed"
+		}
+		body = map[string]string{"state": state, "name": s.Context, "description": desc, "target_url": s.TargetURL}
+	default:
+		endpoint = f.api + "/repos/" + f.repo + "/statuses/" + url.PathEscape(s.Commit)
+		body = map[string]string{"state": string(s.State), "context": s.Context, "description": desc, "target_url": s.TargetURL}
+	}
+	data, err := json.Marshal(body)
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint, bytes.NewReader(data))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json")
+	switch f.kind {
+	case ForgeGitLab:
+		req.Header.Set("PRIVATE-TOKEN", f.token)
+	case ForgeGitea:
+		req.Header.Set("Authorization", "token "+f.token)
+	default:
+		req.Header.Set("Authorization", "Bearer "+f.token)
+		req.Header.Set("Accept", "application/vnd.github+json")
+	}
+	resp, err := f.http.Do(req)
+	if err != nil {
+		// The URL holds no secret; the error may quote it.
+		return fmt.Errorf("%w: set status %s on %s: %w", ErrForge, s.Context, short(s.Commit), err)
+	}
+	defer resp.Body.Close()
+	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("%w: set status %s on %s: %s: %s", ErrForge, s.Context, short(s.Commit), resp.Status, strings.TrimSpace(string(msg)))
+	}
+	return nil
+}
+
+func short(hash string) string {
+	if len(hash) > 12 {
+		return hash[:12]
+	}
+	return hash
+}

@@ -1,0 +1,175 @@
+package notify
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/flotilla-gitops/flotilla/pkg/gitrepo"
+)
+
+// RecordRef is the fleet repo's ref that records the statuses sent, so
+// that runs of notify (the rollout job's and its schedule's, at once or
+// after a restart) send each change once.
+const RecordRef = "refs/flotilla/notify"
+
+const (
+	recordFile = "sent.json"
+	// maxRecorded bounds the record: the newest statuses sent.
+	maxRecorded = 1000
+	// casAttempts bounds the read-compare-push rounds of one update.
+	casAttempts = 8
+)
+
+// errRecordMoved: another run changed the record between our read and
+// our push; read it again.
+var errRecordMoved = errors.New("notify record moved")
+
+type record struct {
+	// Statuses sent, oldest first; one per commit and context.
+	Statuses []CommitStatus `json:"statuses"`
+}
+
+func (r *record) index(s CommitStatus) int {
+	for i, x := range r.Statuses {
+		if x.Commit == s.Commit && x.Context == s.Context {
+			return i
+		}
+	}
+	return -1
+}
+
+// sent reports whether s is what was last sent for its commit and context.
+func (r *record) sent(s CommitStatus) bool {
+	i := r.index(s)
+	return i >= 0 && r.Statuses[i] == s
+}
+
+func (r *record) put(s CommitStatus) {
+	if i := r.index(s); i >= 0 {
+		r.Statuses = append(r.Statuses[:i], r.Statuses[i+1:]...)
+	}
+	r.Statuses = append(r.Statuses, s)
+	if n := len(r.Statuses) - maxRecorded; n > 0 {
+		r.Statuses = r.Statuses[n:]
+	}
+}
+
+// Recorder keeps the record on RecordRef of a remote.
+type Recorder struct {
+	Remote string
+	Auth   gitrepo.Auth
+	Author gitrepo.Signature
+}
+
+// Claim records, of statuses, those not sent yet as sent and returns them:
+// this run sends them. A status another run recorded first is not
+// returned. Release gives back one whose send failed.
+func (rec *Recorder) Claim(ctx context.Context, statuses []CommitStatus) ([]CommitStatus, error) {
+	var due []CommitStatus
+	err := rec.update(ctx, "notify: sending", func(r *record) {
+		due = due[:0]
+		for _, s := range statuses {
+			if !r.sent(s) {
+				due = append(due, s)
+				r.put(s)
+			}
+		}
+	})
+	return due, err
+}
+
+// Release forgets a claimed status whose send failed, so the next run
+// sends it again (unless a later run recorded something else since).
+func (rec *Recorder) Release(ctx context.Context, s CommitStatus) error {
+	return rec.update(ctx, "notify: send failed, to be retried", func(r *record) {
+		if i := r.index(s); i >= 0 && r.Statuses[i] == s {
+			r.Statuses = append(r.Statuses[:i], r.Statuses[i+1:]...)
+		}
+	})
+}
+
+// update reads the record, changes it and pushes it, as a compare-and-
+// swap: the push goes only onto the head it read.
+func (rec *Recorder) update(ctx context.Context, msg string, change func(*record)) error {
+	for range casAttempts {
+		old, err := rec.read(ctx)
+		if err != nil {
+			return err
+		}
+		var r record
+		if len(old) > 0 {
+			if err := json.Unmarshal(old, &r); err != nil {
+				return fmt.Errorf("%s: %s: %w", RecordRef, recordFile, err)
+			}
+		}
+		change(&r)
+		data, err := json.MarshalIndent(r, "", "  ")
+		if err != nil {
+			return err
+		}
+		data = append(data, '\n')
+		if bytes.Equal(data, old) {
+			return nil
+		}
+		guard := func(_ string, read func(string) ([]byte, bool, error)) error {
+			head, _, err := read(recordFile)
+			if err != nil {
+				return err
+			}
+			if !bytes.Equal(head, old) {
+				return errRecordMoved
+			}
+			return nil
+		}
+		_, err = gitrepo.PushFiles(ctx, rec.Remote, RecordRef, map[string][]byte{recordFile: data}, msg, rec.Author,
+			gitrepo.PushOptions{Auth: rec.Auth, MaxHistory: 50, Guard: guard})
+		if errors.Is(err, errRecordMoved) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("record sent statuses on %s: %w", RecordRef, err)
+		}
+		return nil
+	}
+	return fmt.Errorf("record sent statuses on %s: %w", RecordRef, gitrepo.ErrConflict)
+}
+
+// read returns the record's file at RecordRef's head; nil when there is
+// none yet.
+func (rec *Recorder) read(ctx context.Context) ([]byte, error) {
+	refs, err := gitrepo.ReadRefs(ctx, rec.Remote, RecordRef, gitrepo.ReadOptions{Auth: rec.Auth, File: recordFile})
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", RecordRef, err)
+	}
+	for _, r := range refs {
+		if r.Ref == RecordRef && r.FileFound {
+			return r.File, nil
+		}
+	}
+	return nil, nil
+}
+
+// Send claims statuses and sends the claimed ones to f, releasing each
+// whose send fails. It returns the statuses sent and the failures.
+func Send(ctx context.Context, f *Forge, rec *Recorder, statuses []CommitStatus) ([]CommitStatus, error) {
+	due, err := rec.Claim(ctx, statuses)
+	if err != nil {
+		return nil, err
+	}
+	var sent []CommitStatus
+	var errs []error
+	for _, s := range due {
+		if err := f.SetStatus(ctx, s); err != nil {
+			errs = append(errs, err)
+			if rerr := rec.Release(ctx, s); rerr != nil {
+				errs = append(errs, rerr)
+			}
+			continue
+		}
+		sent = append(sent, s)
+	}
+	return sent, errors.Join(errs...)
+}
