@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the pinned test binaries (Kubernetes control plane, etcd, kwok, Volcano,
-# sops, kustomize, an OCI registry)
+# sops, kustomize, an OCI registry, Gitea)
 # into BIN_DIR from the Go module proxy.
 #
 # Usage: tools/build.sh BIN_DIR [GROUP...]
@@ -18,7 +18,7 @@ readonly RECIPE_VERSION=1
 # The groups `tools/build.sh BIN` builds: what the tests run. staticcheck
 # (for `make lint`) and flux (the peer of BenchmarkPeerFlux, `make
 # bench-flux`) are built only when named.
-readonly ALL_GROUPS=(etcd kube kustomize kwok registry sops volcano)
+readonly ALL_GROUPS=(etcd kube gitea kustomize kwok registry sops volcano)
 
 TOOLS_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 readonly TOOLS_DIR
@@ -60,6 +60,7 @@ outputs_sops() { echo sops; }
 outputs_kustomize() { echo kustomize; }
 outputs_registry() { echo registry; }
 outputs_flux() { echo source-controller kustomize-controller flux; }
+outputs_gitea() { echo gitea gitea-data; }
 
 # module_version MODDIR MODULE prints the version of MODULE that MODDIR's go.mod selects.
 module_version() {
@@ -162,6 +163,28 @@ build_flux() {
 		cp "$src"/config/crd/bases/*.yaml "$2/flux/crds/"
 	done
 	chmod -R u+w "$2/flux"
+}
+
+build_gitea() {
+	local version src work
+	version="$(module_version "$1" code.gitea.io/gitea)"
+	src="$(module_dir "$1" code.gitea.io/gitea)"
+	# Its go.mod has replace directives, which a requiring module ignores:
+	# build inside a copy of the module, with its own go.mod and go.sum.
+	work="$(mktemp -d)"
+	cp -R "$src/." "$work/"
+	chmod -R u+w "$work"
+	# SQLite (the tests' database) needs cgo.
+	CGO_ENABLED=1 go -C "$work" build -p 2 -trimpath -tags 'sqlite sqlite_unlock_notify' \
+		-ldflags "-s -w -X main.Version=${version#v}" -o "$2/gitea" .
+	expect_output gitea "version ${version#v}" "$2/gitea" --version
+	# Without bindata it reads its templates, locales and options at run
+	# time (STATIC_ROOT_PATH); the web assets are not built (the tests use
+	# the API and Git only).
+	mkdir -p "$2/gitea-data"
+	cp -R "$work/templates" "$work/options" "$work/public" "$2/gitea-data/"
+	chmod -R u+w "$2/gitea-data"
+	rm -rf "$work"
 }
 
 build_sops() {

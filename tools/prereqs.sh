@@ -18,6 +18,7 @@ readonly GO_MIN_MINOR=26 # go.mod: go 1.26
 readonly TOOLS=(
 	go:golang
 	make:make
+	gcc:gcc
 	git:git
 	git-http-backend:git
 	gpg:gnupg

@@ -33,13 +33,13 @@ func TestPrereqsScriptNamesMissingTools(t *testing.T) {
 		present []string
 		missing map[string]string // tool → Debian package
 	}{
-		{"no gpg", []string{"go", "make", "git", "ssh", "ssh-keygen", "diff", "flock", "sha256sum", "chromium", "chromedriver"},
+		{"no gpg", []string{"go", "make", "gcc", "git", "ssh", "ssh-keygen", "diff", "flock", "sha256sum", "chromium", "chromedriver"},
 			map[string]string{"gpg": "gnupg", "gpgconf": "gnupg"}},
-		{"no ssh-keygen nor diff", []string{"go", "make", "git", "gpg", "gpgconf", "ssh", "flock", "sha256sum", "chromium", "chromedriver"},
+		{"no ssh-keygen nor diff", []string{"go", "make", "gcc", "git", "gpg", "gpgconf", "ssh", "flock", "sha256sum", "chromium", "chromedriver"},
 			map[string]string{"ssh-keygen": "openssh-client", "diff": "diffutils"}},
-		{"no git", []string{"go", "make", "gpg", "gpgconf", "ssh", "ssh-keygen", "diff", "flock", "sha256sum", "chromium", "chromedriver"},
+		{"no git", []string{"go", "make", "gcc", "gpg", "gpgconf", "ssh", "ssh-keygen", "diff", "flock", "sha256sum", "chromium", "chromedriver"},
 			map[string]string{"git": "git", "git http-backend": "git"}},
-		{"no chromium", []string{"go", "make", "git", "gpg", "gpgconf", "ssh", "ssh-keygen", "diff", "flock", "sha256sum"},
+		{"no chromium", []string{"go", "make", "gcc", "git", "gpg", "gpgconf", "ssh", "ssh-keygen", "diff", "flock", "sha256sum"},
 			map[string]string{"chromium": "chromium", "chromedriver": "chromium-driver"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
