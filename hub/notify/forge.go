@@ -76,6 +76,11 @@ type ForgeOptions struct {
 
 // NewForge checks o and returns its client.
 func NewForge(o ForgeOptions) (*Forge, error) {
+	switch o.Kind {
+	case ForgeGitHub, ForgeGitea, ForgeGitLab:
+	default:
+		return nil, fmt.Errorf("forge %q: want %s, %s or %s", o.Kind, ForgeGitHub, ForgeGitLab, ForgeGitea)
+	}
 	u, err := url.Parse(strings.TrimSuffix(o.URL, "/"))
 	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
 		return nil, fmt.Errorf("forge URL %q: want http(s)://host[/path]", o.URL)
@@ -97,8 +102,6 @@ func NewForge(o ForgeOptions) (*Forge, error) {
 		api = u.String() + "/api/v1"
 	case ForgeGitLab:
 		api = u.String() + "/api/v4"
-	default:
-		return nil, fmt.Errorf("forge %q: want %s, %s or %s", o.Kind, ForgeGitHub, ForgeGitLab, ForgeGitea)
 	}
 	timeout := o.Timeout
 	if timeout <= 0 {
