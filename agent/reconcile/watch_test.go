@@ -57,12 +57,7 @@ func TestLoopNewRevisionEndsHealthWaits(t *testing.T) {
 	e := newEnv(t, name, units("stuck:1"), nil)
 	done := e.cycleWaiting(ns, "stuck", "other")
 	fix := "main@sha1:" + e.push(units("stuck:2"))
-	var r cycleResult
-	select {
-	case r = <-done:
-	case <-time.After(2 * time.Minute):
-		t.Fatalf("the cycle went on waiting after %s was pushed", fix)
-	}
+	r := endedBy(t, done, fix)
 	if r.err != nil {
 		t.Fatalf("cycle: %v", r.err)
 	}
@@ -82,6 +77,19 @@ func TestLoopNewRevisionEndsHealthWaits(t *testing.T) {
 	}
 	if r.st.DesiredRevision != fix {
 		t.Errorf("desired revision %s, want the newer %s", r.st.DesiredRevision, fix)
+	}
+}
+
+// endedBy is the result of the cycle done, which the push of revision
+// must end within minutes (its units wait for an hour).
+func endedBy(t *testing.T, done <-chan cycleResult, revision string) cycleResult {
+	t.Helper()
+	select {
+	case r := <-done:
+		return r
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("the cycle went on waiting after %s was pushed", revision)
+		return cycleResult{}
 	}
 }
 
@@ -146,12 +154,7 @@ func TestLoopRefusedRevisionDoesNotEndWaits(t *testing.T) {
 		t.Fatalf("the refused revision %s was never verified during the wait", bad)
 	}
 	fix := "main@sha1:" + e.push(units("stuck:2"))
-	var r cycleResult
-	select {
-	case r = <-done:
-	case <-time.After(2 * time.Minute):
-		t.Fatalf("the cycle went on waiting after %s was pushed", fix)
-	}
+	r := endedBy(t, done, fix)
 	ready := apimeta.FindStatusCondition(unitStatus(r.st, "stuck").Conditions, status.ConditionReady)
 	if ready == nil || ready.Reason != status.ReasonSuperseded || !strings.Contains(ready.Message, "superseded by "+status.ShortRevision(fix)) {
 		t.Fatalf("unit stuck: %+v, want Superseded by %s, not by the refused %s", ready, fix, bad)
