@@ -78,6 +78,30 @@ func TestLoopNewRevisionEndsHealthWaits(t *testing.T) {
 	if r.st.DesiredRevision != fix {
 		t.Errorf("desired revision %s, want the newer %s", r.st.DesiredRevision, fix)
 	}
+
+	// The next cycle, at the fix: other is unchanged and waited for again
+	// (Applier.WaitReady); a revision that changes it ends that wait too.
+	done = e.cycleWaiting(ns, "stuck", "other")
+	// Stuck carries the fix: this cycle reconciles the fix, not what is
+	// pushed next.
+	deadline := time.Now().Add(time.Minute)
+	for {
+		var d appsv1.Deployment
+		if err := e.k.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "stuck"}, &d); err == nil && d.Spec.Template.Spec.Containers[0].Image == "stuck:2" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the second cycle did not apply the fix")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	again := "main@sha1:" + e.push([]unit{configMapUnit("settled", ns, "1"), deploymentUnit("stuck", ns, "stuck:2"), deploymentUnit("other", ns, "other:2")})
+	r = endedBy(t, done, again)
+	other = unitStatus(r.st, "other")
+	if ready := apimeta.FindStatusCondition(other.Conditions, status.ConditionReady); ready == nil || ready.Reason != status.ReasonSuperseded ||
+		!strings.Contains(ready.Message, "superseded by "+status.ShortRevision(again)) {
+		t.Errorf("unit other, waited for unchanged: %+v, want Superseded by %s", other.Conditions, again)
+	}
 }
 
 // endedBy is the result of the cycle done, which the push of revision
