@@ -89,7 +89,13 @@ bench: tools build ## Run the benchmarks; results go to test/results/bench.txt
 bench-flux: tools build ## Flux vs flotilla-agent side by side (builds the pinned Flux controllers); table in test/results/bench-peer-flux.md
 	@tools/build.sh "$(BIN)" flux
 	@mkdir -p test/results
-	set -o pipefail; go test -run '^$$' -bench 'PeerFlux' -benchtime 1x -timeout 150m ./test/bench/ | tee test/results/bench-peer-flux.txt
+	set -o pipefail; go test -run '^$$' -bench 'PeerFlux$$' -benchtime 1x -timeout 150m ./test/bench/ | tee test/results/bench-peer-flux.txt
+
+.PHONY: bench-flux-fix
+bench-flux-fix: tools build ## A bad push, then its fix: flotilla-agent vs Flux with and without CancelHealthCheckOnNewRevision; table in test/results/bench-peer-flux-fix.md
+	@tools/build.sh "$(BIN)" flux
+	@mkdir -p test/results
+	set -o pipefail; go test -run '^$$' -bench 'PeerFluxFix' -benchtime 1x -timeout 90m ./test/bench/ | tee test/results/bench-peer-flux-fix.txt
 
 .PHONY: clean
 clean: ## Remove bin/ (the tools cache outside the checkout is kept)

@@ -68,7 +68,7 @@ var peerFluxArgs = []string{"--watch-all-namespaces=true", "--enable-leader-elec
 //
 //	make bench-flux
 //	# or: tools/build.sh bin flux && make build &&
-//	#     go test -run '^$' -bench PeerFlux -benchtime 1x -timeout 150m ./test/bench/
+//	#     go test -run '^$' -bench 'PeerFlux$' -benchtime 1x -timeout 150m ./test/bench/
 //
 // Flux gets one GitRepository and one Kustomization per unit (path
 // apps/<unit>/manifests, targetNamespace, prune, no wait); its namespaces

@@ -165,7 +165,7 @@ func (p peerReport) markdown() string {
 		fmt.Fprintf(&sb, "Recomputed from the raw counters in `%s` (the run, its machine and its command are in that file's header; regenerate this table from it with `go test ./test/bench -run TestPeerReportFromRawLog -short -update`), by the table code that counts every Git poll, protocol v0 info/refs and v2 ls-refs alike: not a run of its own. "+
 			"Memory is the log's whole MiB; the flags are not in the log (docs/peer-flux.md, What runs, has them).\n\n", p.source)
 	} else {
-		fmt.Fprintf(&sb, "Command: `make bench-flux` (= `tools/build.sh bin flux && go test -run '^$' -bench PeerFlux -benchtime 1x -timeout 150m ./test/bench/`), raw log in `test/results/bench-peer-flux.txt`.\n\n")
+		fmt.Fprintf(&sb, "Command: `make bench-flux` (= `tools/build.sh bin flux && go test -run '^$' -bench 'PeerFlux$' -benchtime 1x -timeout 150m ./test/bench/`), raw log in `test/results/bench-peer-flux.txt`.\n\n")
 		fmt.Fprintf(&sb, "Run %s on %s (%d CPUs, %s/%s, %s). Machine load average (1, 5, 15 min) at start **%s**, at end **%s**: the machine was shared with other builds and tests, so timings are noisy; the request and byte counts are not.\n\n",
 			p.started.UTC().Format(time.RFC3339), host, runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, runtime.Version(), p.loadStart, p.loadEnd)
 	}
