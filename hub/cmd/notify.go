@@ -10,8 +10,10 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/flotilla-gitops/flotilla/hub/fleetrender"
+	"github.com/flotilla-gitops/flotilla/hub/forge"
 	"github.com/flotilla-gitops/flotilla/hub/notify"
 	"github.com/flotilla-gitops/flotilla/pkg/gitrepo"
 )
@@ -20,11 +22,25 @@ import (
 // that it never shows in a process list or a job's log.
 const forgeTokenEnv = "FLOTILLA_FORGE_TOKEN"
 
+// forgeFlags name the fleet repo's forge (notify, plan --comment-on).
+type forgeFlags struct {
+	kind, url, repo string
+}
+
+func (o *forgeFlags) bind(f *pflag.FlagSet) {
+	f.StringVar(&o.kind, "forge", "", "the fleet repo's forge: github, gitlab or gitea")
+	f.StringVar(&o.url, "forge-url", "", "the forge's base URL, e.g. https://github.com")
+	f.StringVar(&o.repo, "forge-repo", "", "the fleet repo on the forge: owner/name, or GitLab's project path")
+}
+
+// client is the forge's API client, with the token of $FLOTILLA_FORGE_TOKEN.
+func (o *forgeFlags) client(timeout time.Duration) (*forge.Client, error) {
+	return forge.New(forge.Options{Kind: o.kind, URL: o.url, Repo: o.repo, Token: os.Getenv(forgeTokenEnv), Timeout: timeout})
+}
+
 type notifyOptions struct {
 	status       rolloutOptions
-	forge        string
-	forgeURL     string
-	forgeRepo    string
+	forge        forgeFlags
 	commit       string
 	dashboardURL string
 	recordRepo   string
@@ -70,9 +86,7 @@ Exit codes: 0 statuses are up to date, 2 an error (a failed send included).`,
 	}
 	o.status.bind(c)
 	f := c.Flags()
-	f.StringVar(&o.forge, "forge", "", "the fleet repo's forge: github, gitlab or gitea (required)")
-	f.StringVar(&o.forgeURL, "forge-url", "", "the forge's base URL, e.g. https://github.com (required)")
-	f.StringVar(&o.forgeRepo, "forge-repo", "", "the fleet repo on the forge: owner/name, or GitLab's project path (required)")
+	o.forge.bind(f)
 	f.StringVar(&o.commit, "commit", "HEAD", "the commit of --repo to set statuses on")
 	f.StringVar(&o.dashboardURL, "dashboard-url", "", "the dashboard's URL, linked from every status")
 	f.StringVar(&o.recordRepo, "record-repo", "", "where refs/flotilla/notify is kept: a URL (default: --repo's origin)")
@@ -97,15 +111,14 @@ func runNotify(ctx context.Context, stdout, stderr io.Writer, o *notifyOptions) 
 	if err != nil {
 		return err
 	}
-	statuses := make([]notify.CommitStatus, len(apps))
+	statuses := make([]forge.CommitStatus, len(apps))
 	for i, a := range apps {
 		statuses[i] = notify.Summarize(head.Hash, a, o.dashboardURL)
 	}
 	if o.dryRun {
 		return writeStatuses(stdout, statuses, o.status.output)
 	}
-	token := os.Getenv(forgeTokenEnv)
-	forge, err := notify.NewForge(notify.ForgeOptions{Kind: o.forge, URL: o.forgeURL, Repo: o.forgeRepo, Token: token, Timeout: o.status.timeout})
+	client, err := o.forge.client(o.status.timeout)
 	if err != nil {
 		return err
 	}
@@ -120,9 +133,9 @@ func runNotify(ctx context.Context, stdout, stderr io.Writer, o *notifyOptions) 
 			return err
 		}
 	} else {
-		rec.Auth = gitrepo.Auth{Username: "flotilla", Password: token}
+		rec.Auth = gitrepo.Auth{Username: "flotilla", Password: os.Getenv(forgeTokenEnv)}
 	}
-	sent, err := notify.Send(ctx, forge, rec, statuses)
+	sent, err := notify.Send(ctx, client, rec, statuses)
 	for _, s := range sent {
 		fmt.Fprintf(stderr, "set %s %s on %s: %s\n", s.Context, s.State, shortRev(s.Commit), s.Description)
 	}
@@ -135,7 +148,7 @@ func runNotify(ctx context.Context, stdout, stderr io.Writer, o *notifyOptions) 
 	return nil
 }
 
-func writeStatuses(w io.Writer, statuses []notify.CommitStatus, format string) error {
+func writeStatuses(w io.Writer, statuses []forge.CommitStatus, format string) error {
 	if ok, err := writeMachine(w, statuses, format); ok {
 		return err
 	}

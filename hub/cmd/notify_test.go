@@ -9,7 +9,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/flotilla-gitops/flotilla/hub/notify"
+	"github.com/flotilla-gitops/flotilla/hub/forge"
 	"github.com/flotilla-gitops/flotilla/pkg/status"
 	"github.com/flotilla-gitops/flotilla/test/gitserver"
 )
@@ -33,10 +33,10 @@ func TestNotifyDryRun(t *testing.T) {
 	url := srv.MustCreateRepo(t, "status", dir)
 	pub := publisher{t, srv, url}
 	flags := []string{"notify", "--repo", dir, "--status-repo", srv.RepoPath("status"), "--dry-run", "-o", "json"}
-	statusOf := func() notify.CommitStatus {
+	statusOf := func() forge.CommitStatus {
 		t.Helper()
 		stdout, stderr, code := runCLI(t, flags...)
-		var ss []notify.CommitStatus
+		var ss []forge.CommitStatus
 		if err := json.Unmarshal([]byte(stdout), &ss); code != ExitOK || err != nil || len(ss) != 1 {
 			t.Fatalf("notify: exit %d %v\n%s%s", code, err, stdout, stderr)
 		}
@@ -47,13 +47,13 @@ func TestNotifyDryRun(t *testing.T) {
 	}
 
 	pub.publish("a1", readyUnit(unitHash(t, dir, "a1"), time.Now().Add(-time.Minute)))
-	if s := statusOf(); s.State != notify.StatePending || s.Description != "1/4 Ready; held at wave wave-2" {
+	if s := statusOf(); s.State != forge.StatePending || s.Description != "1/4 Ready; held at wave wave-2" {
 		t.Errorf("canary Ready: %+v", s)
 	}
 	failing := status.UnitStatus{Hash: unitHash(t, dir, "a1"), Conditions: []metav1.Condition{{Type: status.ConditionReady,
 		Status: metav1.ConditionFalse, Reason: status.ReasonHealthCheckFailed, Message: "ConfigMap/web: Failed"}}}
 	pub.publish("a1", failing)
-	if s := statusOf(); s.State != notify.StateFailure || s.Description != "failing on a1 (HealthCheckFailed: ConfigMap/web: Failed)" {
+	if s := statusOf(); s.State != forge.StateFailure || s.Description != "failing on a1 (HealthCheckFailed: ConfigMap/web: Failed)" {
 		t.Errorf("canary failing: %+v", s)
 	}
 	if _, stderr, code := runCLI(t, "notify", "--repo", dir, "--status-repo", srv.RepoPath("status"), "--forge", "bitbucket",

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -31,7 +32,15 @@ type planOptions struct {
 	authDir    string
 	// registry: as render's, for oci:// charts not vendored yet.
 	registry registryFlags
+	// commentOn is the pull (merge) request whose sticky plan comment is
+	// posted or updated through forge's API.
+	commentOn int
+	forge     forgeFlags
 }
+
+// planCommentMarker marks the plan's comment on a pull request, so that a
+// new push updates it instead of adding another.
+const planCommentMarker = "<!-- flotilla-plan -->"
 
 func newPlanCommand() *cobra.Command {
 	o := &planOptions{}
@@ -55,8 +64,14 @@ Formats: text (coloured on a terminal), markdown (a pull-request comment: a
 summary table, then a folded section per cluster; at most --max-bytes) and
 json (a stable schema, see hub/plan).
 
+With --comment-on N the Markdown rendering is also posted as one comment on
+pull (merge) request N through the forge's API (--forge github, gitlab or
+gitea), and edited in place by later runs: one sticky comment per request.
+The API token is read from $FLOTILLA_FORGE_TOKEN.
+
 Exit codes, as diff(1): 0 no changes, 1 changes, 2 error (invalid input, or a
-unit that fails to render at head — the plan is still printed).`,
+unit that fails to render at head — the plan is still printed — or a comment
+the forge refused).`,
 		Example: `  # What does my working tree change, compared with main?
   flotilla plan --base main
 
@@ -65,6 +80,10 @@ unit that fails to render at head — the plan is still printed).`,
 
   # The same, with the whole plan as text in the job log
   flotilla plan --base origin/main --head HEAD --no-color --markdown-file plan.md
+
+  # The sticky comment on pull request 42 of a Gitea repository
+  FLOTILLA_FORGE_TOKEN=... flotilla plan --base origin/main --head HEAD \
+    --comment-on 42 --forge gitea --forge-url https://gitea.example.com --forge-repo ops/fleet
 
   # Only the production fleet and one more cluster, as JSON
   flotilla plan --base main --fleet production --cluster edge-1 -o json`,
@@ -87,6 +106,8 @@ unit that fails to render at head — the plan is still printed).`,
 	f.BoolVar(&o.noColor, "no-color", false, "no colours in text output, even on a terminal")
 	f.IntVar(&o.maxBytes, "max-bytes", plan.DefaultMaxBytes, "largest Markdown output; longer plans are truncated with a note")
 	f.StringVar(&o.mdFile, "markdown-file", "", "also write the Markdown rendering to this file (CI: the full plan in the log, the comment from the same run)")
+	f.IntVar(&o.commentOn, "comment-on", 0, "also post the Markdown plan as the sticky comment of this pull (merge) request, through --forge's API")
+	o.forge.bind(f)
 	f.BoolVar(&o.progress, "progress", false, "report progress on stderr even when it is not a terminal")
 	f.StringVar(&o.statusRepo, "status-repo", "", "where GlobalJob BestFit placement reads the clusters' status (capacity), as for render: a URL or directory (default: --repo's own status refs when it is a Git repository)")
 	f.StringVar(&o.authDir, "git-credentials-dir", "", "directory with Git credentials for --status-repo (files username, password, bearerToken, identity, known_hosts, ca.crt)")
@@ -138,6 +159,17 @@ func runPlan(ctx context.Context, stdout, stderr io.Writer, o *planOptions, char
 		if err := os.WriteFile(o.mdFile, []byte(plan.Markdown(p, o.maxBytes)), 0o644); err != nil {
 			return fmt.Errorf("--markdown-file: %w", err)
 		}
+	}
+	if o.commentOn > 0 {
+		client, err := o.forge.client(30 * time.Second)
+		if err != nil {
+			return err
+		}
+		id, err := client.UpsertComment(ctx, o.commentOn, planCommentMarker, plan.Markdown(p, o.maxBytes))
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stderr, "plan comment %d on #%d\n", id, o.commentOn)
 	}
 	switch {
 	case p.Failed:

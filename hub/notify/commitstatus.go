@@ -9,6 +9,7 @@ import (
 	"github.com/flotilla-gitops/flotilla/hub/fleet"
 	"github.com/flotilla-gitops/flotilla/hub/fleetrender"
 	"github.com/flotilla-gitops/flotilla/hub/fleetview"
+	"github.com/flotilla-gitops/flotilla/hub/forge"
 	"github.com/flotilla-gitops/flotilla/hub/rollout"
 	"github.com/flotilla-gitops/flotilla/pkg/plural"
 )
@@ -107,8 +108,8 @@ func Observe(repo *fleet.Repo, committed fleetrender.CommittedTree, docs map[str
 // failing clusters and why; success once every cluster it targets is
 // Ready at the commit; pending otherwise, saying how many are Ready, which
 // wait and at which wave a rollout holds.
-func Summarize(commit string, a AppState, targetURL string) CommitStatus {
-	cs := CommitStatus{Commit: commit, Context: ContextPrefix + a.Application, TargetURL: targetURL}
+func Summarize(commit string, a AppState, targetURL string) forge.CommitStatus {
+	cs := forge.CommitStatus{Commit: commit, Context: ContextPrefix + a.Application, TargetURL: targetURL}
 	var ready, failed, waiting []string
 	held := map[string]int{}
 	var heldWaves []string
@@ -130,13 +131,13 @@ func Summarize(commit string, a AppState, targetURL string) CommitStatus {
 	total := len(a.Clusters)
 	switch {
 	case len(failed) > 0:
-		cs.State = StateFailure
+		cs.State = forge.StateFailure
 		cs.Description = "failing on " + strings.Join(failed, "; ")
 	case len(ready) == total:
-		cs.State = StateSuccess
+		cs.State = forge.StateSuccess
 		cs.Description = "Ready on " + plural.Count(total, "cluster", "clusters")
 	default:
-		cs.State = StatePending
+		cs.State = forge.StatePending
 		parts := []string{fmt.Sprintf("%d/%d Ready", len(ready), total)}
 		if len(waiting) > 0 {
 			parts = append(parts, "applying on "+strings.Join(waiting, ", "))

@@ -7,7 +7,5 @@
 // state: what was sent is recorded in the fleet repo itself, on a ref of
 // its own (sent.go), so the rollout job and its schedule can both run
 // notify without repeats.
-//
-// The forge clients (forge.go) are plain HTTP with a timeout per request;
-// tokens are sent as headers and never written to errors or logs.
+// The forge's API is hub/forge.
 package notify

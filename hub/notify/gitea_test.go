@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"testing"
 
+	"github.com/flotilla-gitops/flotilla/hub/forge"
 	"github.com/flotilla-gitops/flotilla/pkg/gitrepo"
 	"github.com/flotilla-gitops/flotilla/test/gitea"
 )
@@ -22,24 +23,24 @@ func TestGiteaCommitStatuses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	forge, err := NewForge(ForgeOptions{Kind: ForgeGitea, URL: srv.URL, Repo: srv.Repo("fleet"), Token: srv.Token})
+	client, err := forge.New(forge.Options{Kind: forge.Gitea, URL: srv.URL, Repo: srv.Repo("fleet"), Token: srv.Token})
 	if err != nil {
 		t.Fatal(err)
 	}
 	rec := &Recorder{Remote: url, Author: gitrepo.Signature{Name: "notify", Email: "notify@example.com"}}
-	statuses := []CommitStatus{
-		{Commit: head.Hash, Context: "flotilla/web", State: StatePending, Description: "0/2 Ready; applying on a, b", TargetURL: "http://dash.example/"},
-		{Commit: head.Hash, Context: "flotilla/db", State: StateFailure, Description: "failing on a (HealthCheckFailed: Job/db/migrate: Failed)"},
+	statuses := []forge.CommitStatus{
+		{Commit: head.Hash, Context: "flotilla/web", State: forge.StatePending, Description: "0/2 Ready; applying on a, b", TargetURL: "http://dash.example/"},
+		{Commit: head.Hash, Context: "flotilla/db", State: forge.StateFailure, Description: "failing on a (HealthCheckFailed: Job/db/migrate: Failed)"},
 	}
-	sent, err := Send(ctx, forge, rec, statuses)
+	sent, err := Send(ctx, client, rec, statuses)
 	if err != nil || len(sent) != 2 {
 		t.Fatalf("first run sent %v, %v", sent, err)
 	}
-	if sent, err := Send(ctx, forge, rec, statuses); err != nil || len(sent) != 0 {
+	if sent, err := Send(ctx, client, rec, statuses); err != nil || len(sent) != 0 {
 		t.Fatalf("second run sent %v, %v; want nothing", sent, err)
 	}
-	statuses[0].State, statuses[0].Description = StateSuccess, "Ready on 2 clusters"
-	if sent, err := Send(ctx, forge, rec, statuses); err != nil || len(sent) != 1 || sent[0] != statuses[0] {
+	statuses[0].State, statuses[0].Description = forge.StateSuccess, "Ready on 2 clusters"
+	if sent, err := Send(ctx, client, rec, statuses); err != nil || len(sent) != 1 || sent[0] != statuses[0] {
 		t.Fatalf("after a change sent %v, %v; want the new state of flotilla/web", sent, err)
 	}
 

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/flotilla-gitops/flotilla/hub/forge"
 	"github.com/flotilla-gitops/flotilla/pkg/gitrepo"
 )
 
@@ -29,10 +30,10 @@ var errRecordMoved = errors.New("notify record moved")
 
 type record struct {
 	// Statuses sent, oldest first; one per commit and context.
-	Statuses []CommitStatus `json:"statuses"`
+	Statuses []forge.CommitStatus `json:"statuses"`
 }
 
-func (r *record) index(s CommitStatus) int {
+func (r *record) index(s forge.CommitStatus) int {
 	for i, x := range r.Statuses {
 		if x.Commit == s.Commit && x.Context == s.Context {
 			return i
@@ -42,12 +43,12 @@ func (r *record) index(s CommitStatus) int {
 }
 
 // sent reports whether s is what was last sent for its commit and context.
-func (r *record) sent(s CommitStatus) bool {
+func (r *record) sent(s forge.CommitStatus) bool {
 	i := r.index(s)
 	return i >= 0 && r.Statuses[i] == s
 }
 
-func (r *record) put(s CommitStatus) {
+func (r *record) put(s forge.CommitStatus) {
 	if i := r.index(s); i >= 0 {
 		r.Statuses = append(r.Statuses[:i], r.Statuses[i+1:]...)
 	}
@@ -67,8 +68,8 @@ type Recorder struct {
 // Claim records, of statuses, those not sent yet as sent and returns them:
 // this run sends them. A status another run recorded first is not
 // returned. Release gives back one whose send failed.
-func (rec *Recorder) Claim(ctx context.Context, statuses []CommitStatus) ([]CommitStatus, error) {
-	var due []CommitStatus
+func (rec *Recorder) Claim(ctx context.Context, statuses []forge.CommitStatus) ([]forge.CommitStatus, error) {
+	var due []forge.CommitStatus
 	err := rec.update(ctx, "notify: sending", func(r *record) {
 		due = due[:0]
 		for _, s := range statuses {
@@ -83,7 +84,7 @@ func (rec *Recorder) Claim(ctx context.Context, statuses []CommitStatus) ([]Comm
 
 // Release forgets a claimed status whose send failed, so the next run
 // sends it again (unless a later run recorded something else since).
-func (rec *Recorder) Release(ctx context.Context, s CommitStatus) error {
+func (rec *Recorder) Release(ctx context.Context, s forge.CommitStatus) error {
 	return rec.update(ctx, "notify: send failed, to be retried", func(r *record) {
 		if i := r.index(s); i >= 0 && r.Statuses[i] == s {
 			r.Statuses = append(r.Statuses[:i], r.Statuses[i+1:]...)
@@ -154,12 +155,12 @@ func (rec *Recorder) read(ctx context.Context) ([]byte, error) {
 
 // Send claims statuses and sends the claimed ones to f, releasing each
 // whose send fails. It returns the statuses sent and the failures.
-func Send(ctx context.Context, f *Forge, rec *Recorder, statuses []CommitStatus) ([]CommitStatus, error) {
+func Send(ctx context.Context, f *forge.Client, rec *Recorder, statuses []forge.CommitStatus) ([]forge.CommitStatus, error) {
 	due, err := rec.Claim(ctx, statuses)
 	if err != nil {
 		return nil, err
 	}
-	var sent []CommitStatus
+	var sent []forge.CommitStatus
 	var errs []error
 	for _, s := range due {
 		if err := f.SetStatus(ctx, s); err != nil {

@@ -1,4 +1,4 @@
-package notify
+package forge
 
 import (
 	"bytes"
@@ -40,17 +40,17 @@ const maxDescription = 140
 
 // Forge kinds.
 const (
-	ForgeGitHub = "github"
-	ForgeGitea  = "gitea"
-	ForgeGitLab = "gitlab"
+	GitHub = "github"
+	Gitea  = "gitea"
+	GitLab = "gitlab"
 )
 
-// ErrForge: the forge refused or failed a request; the error says its
+// ErrRequest: the forge refused or failed a request; the error says its
 // HTTP status and message (never the token).
-var ErrForge = errors.New("forge request failed")
+var ErrRequest = errors.New("forge request failed")
 
-// Forge sets commit statuses on the fleet repo's forge.
-type Forge struct {
+// Client calls the fleet repo's forge: commit statuses and comments.
+type Client struct {
 	kind  string
 	api   string // base URL of the API
 	repo  string // owner/name, or GitLab's project path or id
@@ -58,9 +58,9 @@ type Forge struct {
 	http  *http.Client
 }
 
-// ForgeOptions say which forge and repository.
-type ForgeOptions struct {
-	// Kind is ForgeGitHub, ForgeGitea or ForgeGitLab.
+// Options say which forge and repository.
+type Options struct {
+	// Kind is GitHub, Gitea or GitLab.
 	Kind string
 	// URL is the forge's base URL (https://github.com, https://gitlab.com,
 	// https://gitea.example.com); the API's is derived from it
@@ -74,12 +74,12 @@ type ForgeOptions struct {
 	Timeout time.Duration
 }
 
-// NewForge checks o and returns its client.
-func NewForge(o ForgeOptions) (*Forge, error) {
+// New checks o and returns its client.
+func New(o Options) (*Client, error) {
 	switch o.Kind {
-	case ForgeGitHub, ForgeGitea, ForgeGitLab:
+	case GitHub, Gitea, GitLab:
 	default:
-		return nil, fmt.Errorf("forge %q: want %s, %s or %s", o.Kind, ForgeGitHub, ForgeGitLab, ForgeGitea)
+		return nil, fmt.Errorf("forge %q: want %s, %s or %s", o.Kind, GitHub, GitLab, Gitea)
 	}
 	u, err := url.Parse(strings.TrimSuffix(o.URL, "/"))
 	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
@@ -93,57 +93,69 @@ func NewForge(o ForgeOptions) (*Forge, error) {
 	}
 	var api string
 	switch o.Kind {
-	case ForgeGitHub:
+	case GitHub:
 		api = u.String() + "/api/v3"
 		if u.Host == "github.com" {
 			api = "https://api.github.com"
 		}
-	case ForgeGitea:
+	case Gitea:
 		api = u.String() + "/api/v1"
-	case ForgeGitLab:
+	case GitLab:
 		api = u.String() + "/api/v4"
 	}
 	timeout := o.Timeout
 	if timeout <= 0 {
 		timeout = 30 * time.Second
 	}
-	return &Forge{kind: o.Kind, api: api, repo: o.Repo, token: o.Token, http: &http.Client{Timeout: timeout}}, nil
+	return &Client{kind: o.Kind, api: api, repo: o.Repo, token: o.Token, http: &http.Client{Timeout: timeout}}, nil
 }
 
 // SetStatus creates (or replaces, by context) a status on s.Commit.
-func (f *Forge) SetStatus(ctx context.Context, s CommitStatus) error {
+func (f *Client) SetStatus(ctx context.Context, s CommitStatus) error {
 	desc := s.Description
 	if r := []rune(desc); len(r) > maxDescription {
 		desc = string(r[:maxDescription-1]) + "…"
 	}
-	var endpoint string
-	var body any
+	var err error
 	switch f.kind {
-	case ForgeGitLab:
-		endpoint = f.api + "/projects/" + url.PathEscape(f.repo) + "/statuses/" + url.PathEscape(s.Commit)
+	case GitLab:
 		state := string(s.State)
 		if s.State == StateFailure {
 			state = "failed"
 		}
-		body = map[string]string{"state": state, "name": s.Context, "description": desc, "target_url": s.TargetURL}
+		err = f.do(ctx, http.MethodPost, "/projects/"+url.PathEscape(f.repo)+"/statuses/"+url.PathEscape(s.Commit),
+			map[string]string{"state": state, "name": s.Context, "description": desc, "target_url": s.TargetURL}, nil)
 	default:
-		endpoint = f.api + "/repos/" + f.repo + "/statuses/" + url.PathEscape(s.Commit)
-		body = map[string]string{"state": string(s.State), "context": s.Context, "description": desc, "target_url": s.TargetURL}
+		err = f.do(ctx, http.MethodPost, "/repos/"+f.repo+"/statuses/"+url.PathEscape(s.Commit),
+			map[string]string{"state": string(s.State), "context": s.Context, "description": desc, "target_url": s.TargetURL}, nil)
 	}
-	data, err := json.Marshal(body)
 	if err != nil {
-		return err
+		return fmt.Errorf("set status %s on %s: %w", s.Context, short(s.Commit), err)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint, bytes.NewReader(data))
+	return nil
+}
+
+// do sends one API request with a JSON body (when not nil) and decodes a
+// JSON answer into out (when not nil).
+func (f *Client) do(ctx context.Context, method, path string, body, out any) error {
+	var rd io.Reader
+	if body != nil {
+		data, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		rd = bytes.NewReader(data)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, f.api+path, rd)
 	if err != nil {
 		return err
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json")
 	switch f.kind {
-	case ForgeGitLab:
+	case GitLab:
 		req.Header.Set("PRIVATE-TOKEN", f.token)
-	case ForgeGitea:
+	case Gitea:
 		req.Header.Set("Authorization", "token "+f.token)
 	default:
 		req.Header.Set("Authorization", "Bearer "+f.token)
@@ -152,12 +164,21 @@ func (f *Forge) SetStatus(ctx context.Context, s CommitStatus) error {
 	resp, err := f.http.Do(req)
 	if err != nil {
 		// The URL holds no secret; the error may quote it.
-		return fmt.Errorf("%w: set status %s on %s: %w", ErrForge, s.Context, short(s.Commit), err)
+		return fmt.Errorf("%w: %w", ErrRequest, err)
 	}
 	defer resp.Body.Close()
-	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
+	data, _ := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
 	if resp.StatusCode/100 != 2 {
-		return fmt.Errorf("%w: set status %s on %s: %s: %s", ErrForge, s.Context, short(s.Commit), resp.Status, strings.TrimSpace(string(msg)))
+		msg := strings.TrimSpace(string(data))
+		if len(msg) > 512 {
+			msg = msg[:512] + "…"
+		}
+		return fmt.Errorf("%w: %s %s: %s: %s", ErrRequest, method, path, resp.Status, msg)
+	}
+	if out != nil {
+		if err := json.Unmarshal(data, out); err != nil {
+			return fmt.Errorf("%w: %s %s: %w", ErrRequest, method, path, err)
+		}
 	}
 	return nil
 }
