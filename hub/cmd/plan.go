@@ -38,10 +38,6 @@ type planOptions struct {
 	forge     forgeFlags
 }
 
-// planCommentMarker marks the plan's comment on a pull request, so that a
-// new push updates it instead of adding another.
-const planCommentMarker = "<!-- flotilla-plan -->"
-
 func newPlanCommand() *cobra.Command {
 	o := &planOptions{}
 	c := &cobra.Command{
@@ -165,7 +161,7 @@ func runPlan(ctx context.Context, stdout, stderr io.Writer, o *planOptions, char
 		if err != nil {
 			return err
 		}
-		id, err := client.UpsertComment(ctx, o.commentOn, planCommentMarker, plan.Markdown(p, o.maxBytes))
+		id, err := client.UpsertComment(ctx, o.commentOn, plan.MarkdownMarker, plan.Markdown(p, o.maxBytes))
 		if err != nil {
 			return err
 		}

@@ -4,17 +4,22 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 
 	"gopkg.in/yaml.v3"
 
 	"github.com/flotilla-gitops/flotilla/hub/plan"
+	"github.com/flotilla-gitops/flotilla/pkg/gitrepo"
+	"github.com/flotilla-gitops/flotilla/test/gitea"
 )
 
 // planCLI runs the command tree in-process and returns stdout, stderr and
@@ -297,4 +302,40 @@ func ciArgs(t *testing.T, line string, vars map[string]string) []string {
 		args[i] = strings.Trim(a, `"'`)
 	}
 	return args
+}
+
+// TestPlanCommentsOnGitea: plan --comment-on posts the Markdown plan on a
+// real Gitea pull request, and a second run edits that comment.
+func TestPlanCommentsOnGitea(t *testing.T) {
+	dir := planTemplateRepo(t)
+	srv := gitea.Start(t)
+	ctx := context.Background()
+	url := srv.CreateRepo(t, "fleet")
+	author := gitrepo.Signature{Name: "test", Email: "test@example.com"}
+	for _, branch := range []string{"main", "feature"} {
+		if _, err := gitrepo.PushFiles(ctx, url, "refs/heads/"+branch, map[string][]byte{"README.md": []byte(branch + "\n")}, branch, author, gitrepo.PushOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var pr struct {
+		Number int `json:"number"`
+	}
+	if err := srv.API(ctx, http.MethodPost, "/api/v1/repos/"+srv.Repo("fleet")+"/pulls", map[string]string{"head": "feature", "base": "main", "title": "feature"}, &pr); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("FLOTILLA_FORGE_TOKEN", srv.Token)
+	args := []string{"plan", "--repo", dir, "--base", "main", "--head", "feature", "--comment-on", strconv.Itoa(pr.Number),
+		"--forge", "gitea", "--forge-url", srv.URL, "--forge-repo", srv.Repo("fleet")}
+	for range 2 {
+		if _, stderr, code := planCLI(t, args...); code != ExitChanges || !strings.Contains(stderr, "plan comment") {
+			t.Fatalf("plan --comment-on: exit %d\n%s", code, stderr)
+		}
+	}
+	var comments []struct{ Body string }
+	if err := srv.API(ctx, http.MethodGet, fmt.Sprintf("/api/v1/repos/%s/issues/%d/comments", srv.Repo("fleet"), pr.Number), nil, &comments); err != nil {
+		t.Fatal(err)
+	}
+	if len(comments) != 1 || !strings.HasPrefix(comments[0].Body, plan.MarkdownMarker) || !strings.Contains(comments[0].Body, "nginx") {
+		t.Fatalf("comments on #%d after two runs: %+v, want the one plan", pr.Number, comments)
+	}
 }
