@@ -317,14 +317,9 @@ func TestPlanCommentsOnGitea(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	var pr struct {
-		Number int `json:"number"`
-	}
-	if err := srv.API(ctx, http.MethodPost, "/api/v1/repos/"+srv.Repo("fleet")+"/pulls", map[string]string{"head": "feature", "base": "main", "title": "feature"}, &pr); err != nil {
-		t.Fatal(err)
-	}
+	pr := srv.CreatePull(t, "fleet", "feature", "main")
 	t.Setenv("FLOTILLA_FORGE_TOKEN", srv.Token)
-	args := []string{"plan", "--repo", dir, "--base", "main", "--head", "feature", "--comment-on", strconv.Itoa(pr.Number),
+	args := []string{"plan", "--repo", dir, "--base", "main", "--head", "feature", "--comment-on", strconv.Itoa(pr),
 		"--forge", "gitea", "--forge-url", srv.URL, "--forge-repo", srv.Repo("fleet")}
 	for range 2 {
 		if _, stderr, code := planCLI(t, args...); code != ExitChanges || !strings.Contains(stderr, "plan comment") {
@@ -332,10 +327,10 @@ func TestPlanCommentsOnGitea(t *testing.T) {
 		}
 	}
 	var comments []struct{ Body string }
-	if err := srv.API(ctx, http.MethodGet, fmt.Sprintf("/api/v1/repos/%s/issues/%d/comments", srv.Repo("fleet"), pr.Number), nil, &comments); err != nil {
+	if err := srv.API(ctx, http.MethodGet, fmt.Sprintf("/api/v1/repos/%s/issues/%d/comments", srv.Repo("fleet"), pr), nil, &comments); err != nil {
 		t.Fatal(err)
 	}
 	if len(comments) != 1 || !strings.HasPrefix(comments[0].Body, plan.MarkdownMarker) || !strings.Contains(comments[0].Body, "nginx") {
-		t.Fatalf("comments on #%d after two runs: %+v, want the one plan", pr.Number, comments)
+		t.Fatalf("comments on #%d after two runs: %+v, want the one plan", pr, comments)
 	}
 }

@@ -26,13 +26,8 @@ func TestGiteaStickyComment(t *testing.T) {
 	if _, err := gitrepo.PushFiles(ctx, url, "refs/heads/change", map[string][]byte{"README.md": []byte("fleet v2\n")}, "change", author, gitrepo.PushOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	var pr struct {
-		Number int `json:"number"`
-	}
-	if err := srv.API(ctx, http.MethodPost, "/api/v1/repos/"+srv.Repo("fleet")+"/pulls", map[string]string{"head": "change", "base": "main", "title": "change"}, &pr); err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.API(ctx, http.MethodPost, fmt.Sprintf("/api/v1/repos/%s/issues/%d/comments", srv.Repo("fleet"), pr.Number), map[string]string{"body": "LGTM once the plan is green"}, nil); err != nil {
+	pr := srv.CreatePull(t, "fleet", "change", "main")
+	if err := srv.API(ctx, http.MethodPost, fmt.Sprintf("/api/v1/repos/%s/issues/%d/comments", srv.Repo("fleet"), pr), map[string]string{"body": "LGTM once the plan is green"}, nil); err != nil {
 		t.Fatal(err)
 	}
 	client, err := forge.New(forge.Options{Kind: forge.Gitea, URL: srv.URL, Repo: srv.Repo("fleet"), Token: srv.Token})
@@ -40,11 +35,11 @@ func TestGiteaStickyComment(t *testing.T) {
 		t.Fatal(err)
 	}
 	const marker = "<!-- flotilla-plan -->"
-	first, err := client.UpsertComment(ctx, pr.Number, marker, "## Plan\n\n1 cluster changes")
+	first, err := client.UpsertComment(ctx, pr, marker, "## Plan\n\n1 cluster changes")
 	if err != nil {
 		t.Fatal(err)
 	}
-	second, err := client.UpsertComment(ctx, pr.Number, marker, "## Plan\n\n2 clusters change")
+	second, err := client.UpsertComment(ctx, pr, marker, "## Plan\n\n2 clusters change")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +50,7 @@ func TestGiteaStickyComment(t *testing.T) {
 		ID   int64  `json:"id"`
 		Body string `json:"body"`
 	}
-	if err := srv.API(ctx, http.MethodGet, fmt.Sprintf("/api/v1/repos/%s/issues/%d/comments", srv.Repo("fleet"), pr.Number), nil, &comments); err != nil {
+	if err := srv.API(ctx, http.MethodGet, fmt.Sprintf("/api/v1/repos/%s/issues/%d/comments", srv.Repo("fleet"), pr), nil, &comments); err != nil {
 		t.Fatal(err)
 	}
 	var plans, others int
@@ -71,6 +66,6 @@ func TestGiteaStickyComment(t *testing.T) {
 		}
 	}
 	if plans != 1 || others != 1 {
-		t.Fatalf("%d plan comments and %d others on #%d, want 1 and 1: %+v", plans, others, pr.Number, comments)
+		t.Fatalf("%d plan comments and %d others on #%d, want 1 and 1: %+v", plans, others, pr, comments)
 	}
 }

@@ -289,3 +289,34 @@ func currentUser() string {
 	}
 	return strings.TrimSpace(string(out))
 }
+
+// CreatePull opens a pull request of the admin's repository from head to
+// base and returns its number. Gitea records pushed branches after the
+// push returns (a queue behind its post-receive hook), so it first waits
+// until both branches are known.
+func (s *Server) CreatePull(t testing.TB, repo, head, base string) int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
+	defer cancel()
+	for _, branch := range []string{base, head} {
+		for {
+			err := s.call(ctx, http.MethodGet, "/api/v1/repos/"+s.Repo(repo)+"/branches/"+branch, false, nil, nil)
+			if err == nil {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				t.Fatalf("branch %s of %s never appeared in Gitea: %v", branch, repo, err)
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}
+	var pr struct {
+		Number int `json:"number"`
+	}
+	if err := s.call(ctx, http.MethodPost, "/api/v1/repos/"+s.Repo(repo)+"/pulls", false,
+		map[string]string{"head": head, "base": base, "title": head}, &pr); err != nil {
+		t.Fatalf("open pull request %s → %s: %v", head, base, err)
+	}
+	return pr.Number
+}
