@@ -4,12 +4,15 @@ import (
 	"path"
 	"slices"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/flotilla-gitops/flotilla/pkg/health"
+	"github.com/flotilla-gitops/flotilla/pkg/slice"
 )
 
 // Defaults for Application fields left unset.
@@ -320,7 +323,7 @@ func (a *Application) FailFastEnabled() bool {
 // does not check itself; the first check for a kind wins.
 func (r *Repo) HealthChecksOn(a *Application, c *Cluster) []CustomHealthCheck {
 	out := slices.Clone(a.Spec.HealthChecks)
-	seen := map[[2]string]bool{}
+	seen := map[schema.GroupKind]bool{}
 	for _, hc := range out {
 		seen[hc.groupKind()] = true
 	}
@@ -335,12 +338,7 @@ func (r *Repo) HealthChecksOn(a *Application, c *Cluster) []CustomHealthCheck {
 	return out
 }
 
-// groupKind is what a check covers: the apiVersion's group and the kind
-// ("" for every kind of the group).
-func (hc CustomHealthCheck) groupKind() [2]string {
-	group, _, _ := strings.Cut(hc.APIVersion, "/")
-	if !strings.Contains(hc.APIVersion, "/") {
-		group = ""
-	}
-	return [2]string{group, hc.Kind}
+// groupKind is what the check covers, as the agent decides it.
+func (hc CustomHealthCheck) groupKind() schema.GroupKind {
+	return health.GroupKind(slice.HealthCheck(hc))
 }

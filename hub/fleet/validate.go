@@ -5,11 +5,14 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/flotilla-gitops/flotilla/pkg/health"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/flotilla-gitops/flotilla/pkg/health"
+	"github.com/flotilla-gitops/flotilla/pkg/slice"
 )
 
 // ReservedNamePrefix starts the unit names the hub generates (the fleet
@@ -249,7 +252,7 @@ func resourceMap(rl corev1.ResourceList) map[string]resource.Quantity {
 // apiVersion and current required, every expression valid CEL, one check
 // per kind.
 func healthChecks(d *document, field string, checks []CustomHealthCheck) {
-	seen := map[[2]string]int{}
+	seen := map[schema.GroupKind]int{}
 	for i, hc := range checks {
 		at := indexPath(field, i)
 		if hc.APIVersion == "" {
@@ -258,12 +261,12 @@ func healthChecks(d *document, field string, checks []CustomHealthCheck) {
 		if hc.Current == "" {
 			d.errorf(at+".current", ErrRequired, "a health check needs the expression that says the object is healthy")
 		}
-		for _, e := range [...]struct{ name, expr string }{{"current", hc.Current}, {"inProgress", hc.InProgress}, {"failed", hc.Failed}} {
-			if e.expr == "" {
-				continue
+		for _, f := range health.Fields(slice.HealthCheck(hc)) {
+			if f.Value == "" {
+				continue // reported as required
 			}
-			if err := health.CheckExpression(e.expr); err != nil {
-				d.errorf(at+"."+e.name, ErrInvalidValue, "the CEL expression does not compile: %v", err)
+			if err := health.CheckExpression(f.Value); err != nil {
+				d.errorf(at+"."+f.Name, ErrInvalidValue, "the CEL expression does not compile: %v", err)
 			}
 		}
 		if j, dup := seen[hc.groupKind()]; dup {

@@ -20,7 +20,6 @@ import (
 // Checks are a unit's compiled health checks. A nil *Checks has none:
 // every object is judged by kstatus.
 type Checks struct {
-	key        string
 	evaluators map[schema.GroupKind]*fluxcel.StatusEvaluator
 	reader     func(meta.RESTMapper) engine.StatusReader
 }
@@ -48,7 +47,7 @@ func Compile(checks []slice.HealthCheck) (*Checks, error) {
 	if c != nil {
 		return c, nil
 	}
-	c = &Checks{key: key, evaluators: make(map[schema.GroupKind]*fluxcel.StatusEvaluator, len(checks))}
+	c = &Checks{evaluators: make(map[schema.GroupKind]*fluxcel.StatusEvaluator, len(checks))}
 	flux := make([]kustomize.CustomHealthCheck, len(checks))
 	for i, hc := range checks {
 		for _, f := range Fields(hc) {
@@ -56,7 +55,7 @@ func Compile(checks []slice.HealthCheck) (*Checks, error) {
 				return nil, fmt.Errorf("healthChecks[%d].%s: %w", i, f.Name, err)
 			}
 		}
-		gk := groupKind(hc)
+		gk := GroupKind(hc)
 		if _, dup := c.evaluators[gk]; dup {
 			return nil, fmt.Errorf("healthChecks[%d]: a second check for %s", i, describe(gk))
 		}
@@ -110,11 +109,6 @@ func CheckExpression(expr string) error {
 	return nil
 }
 
-// Covers reports whether a check judges objects of gk.
-func (c *Checks) Covers(gk schema.GroupKind) bool {
-	return c.evaluator(gk) != nil
-}
-
 func (c *Checks) evaluator(gk schema.GroupKind) *fluxcel.StatusEvaluator {
 	if c == nil {
 		return nil
@@ -143,7 +137,10 @@ func (c *Checks) StatusReaders(mapper meta.RESTMapper) []engine.StatusReader {
 	return []engine.StatusReader{c.reader(mapper)}
 }
 
-func groupKind(hc slice.HealthCheck) schema.GroupKind {
+// GroupKind is what a check covers: its apiVersion's group and its kind
+// (no kind: every kind of the group). Two checks of a unit may not cover
+// the same.
+func GroupKind(hc slice.HealthCheck) schema.GroupKind {
 	gk := schema.FromAPIVersionAndKind(hc.APIVersion, hc.Kind).GroupKind()
 	if hc.Kind == "" {
 		gk.Kind = ""
