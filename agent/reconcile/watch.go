@@ -24,9 +24,11 @@ import (
 type revisionWatch struct {
 	// interrupt closes when newer is set.
 	interrupt chan struct{}
-	// newer is the accepted revision that ended the waits (set before
+	// newer is the accepted revision that ended the waits, and changed the
+	// units of the cycle's slice it changes or removes (both set before
 	// interrupt closes).
-	newer *acceptedRev
+	newer   *acceptedRev
+	changed map[string]bool
 	// next is the last sync that moved the head, for the next cycle to
 	// reconcile at once (read after the watch stopped).
 	next *syncOutcome
@@ -93,7 +95,10 @@ func (l *Loop) pollDuringWait(ctx context.Context, rc *cycleRun, w *revisionWatc
 		return false
 	}
 	l.log.Info("a newer revision changes this cluster's units: ending the health waits", "revision", rev.res.Revision, "changed", summarize(changed))
-	w.newer = rev
+	w.newer, w.changed = rev, make(map[string]bool, len(changed))
+	for _, name := range changed {
+		w.changed[name] = true
+	}
 	close(w.interrupt)
 	return true
 }
@@ -131,15 +136,10 @@ func (rc *cycleRun) supersededBy(u slice.Unit) (*acceptedRev, bool) {
 	}
 	select {
 	case <-w.interrupt:
+		return w.newer, w.changed[u.Name]
 	default:
 		return nil, false
 	}
-	for _, n := range w.newer.slice.Units {
-		if n.Name == u.Name {
-			return w.newer, !reflect.DeepEqual(n, u)
-		}
-	}
-	return w.newer, true
 }
 
 // interrupt is the channel a unit's health wait ends on (nil: never).
