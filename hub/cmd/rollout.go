@@ -372,10 +372,6 @@ func readProgress(ctx context.Context, o *rolloutOptions, args []string) ([]*rol
 		if st == nil {
 			continue // never rendered under its rollout
 		}
-		var bake time.Duration
-		if b := repo.RolloutOf(a).Bake; b != nil {
-			bake = b.Duration
-		}
 		observe := func(cluster string) rollout.ClusterProgress {
 			s, ok := slices[cluster]
 			if !ok {
@@ -390,14 +386,9 @@ func readProgress(ctx context.Context, o *rolloutOptions, args []string) ([]*rol
 					}
 				}
 			}
-			cd := docs[cluster]
-			note := ""
-			if cd.Trust != nil && !cd.Trust.Trusted {
-				note = "status not trusted: " + cd.Trust.Reason
-			}
-			return rollout.Observe(cluster, a.Metadata.Name, want, cd.Document, note)
+			return fleetview.ObserveUnit(docs, cluster, a.Metadata.Name, want)
 		}
-		out = append(out, rollout.Evaluate(st, repo.Waves(a), bake, observe, o.now()))
+		out = append(out, rollout.Evaluate(st, repo.Waves(a), repo.RolloutOf(a).BakeDuration(), observe, o.now()))
 	}
 	return out, root, nil
 }

@@ -1,6 +1,8 @@
 package fleet
 
 import (
+	"time"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -18,6 +20,14 @@ type Rollout struct {
 	// MaxFailures is the default for waves that do not set theirs
 	// (default 0: any Failed cluster holds the rollout).
 	MaxFailures *int32 `json:"maxFailures,omitempty"`
+}
+
+// BakeDuration is Bake, zero when unset.
+func (ro *Rollout) BakeDuration() time.Duration {
+	if ro.Bake == nil {
+		return 0
+	}
+	return ro.Bake.Duration
 }
 
 // Wave is a set of clusters: exactly one of Clusters, Selector, Percent or

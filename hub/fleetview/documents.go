@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/flotilla-gitops/flotilla/hub/fleet"
+	"github.com/flotilla-gitops/flotilla/hub/rollout"
 	"github.com/flotilla-gitops/flotilla/pkg/gitrepo/signature"
 	"github.com/flotilla-gitops/flotilla/pkg/status"
 )
@@ -99,4 +100,16 @@ func clusterDocument(name string, sr *statusRef) ClusterDocument {
 	cd.Document = sr.doc
 	cd.StatusRef, cd.StatusCommit = sr.ref.Ref, sr.ref.Hash
 	return cd
+}
+
+// ObserveUnit is how a rollout sees unit on cluster against the unit hash
+// want: from the cluster's status document in docs when it is trusted,
+// else Pending, saying why (rollout.Observe).
+func ObserveUnit(docs map[string]ClusterDocument, cluster, unit, want string) rollout.ClusterProgress {
+	cd := docs[cluster]
+	note := ""
+	if cd.Trust != nil && !cd.Trust.Trusted {
+		note = "status not trusted: " + cd.Trust.Reason
+	}
+	return rollout.Observe(cluster, unit, want, cd.Document, note)
 }

@@ -58,14 +58,6 @@ func Observe(repo *fleet.Repo, committed fleetrender.CommittedTree, docs map[str
 			wants[u.Name][c.Metadata.Name] = u.Hash
 		}
 	}
-	observe := func(app, cluster, want string) rollout.ClusterProgress {
-		cd := docs[cluster]
-		note := ""
-		if cd.Trust != nil && !cd.Trust.Trusted {
-			note = "status not trusted: " + cd.Trust.Reason
-		}
-		return rollout.Observe(cluster, app, want, cd.Document, note)
-	}
 	var out []AppState
 	for _, a := range repo.Applications {
 		name := a.Metadata.Name
@@ -79,12 +71,8 @@ func Observe(repo *fleet.Repo, committed fleetrender.CommittedTree, docs map[str
 			return nil, err
 		}
 		if ro := repo.RolloutOf(a); ro != nil && st != nil {
-			var bake time.Duration
-			if ro.Bake != nil {
-				bake = ro.Bake.Duration
-			}
-			p := rollout.Evaluate(st, repo.Waves(a), bake, func(cluster string) rollout.ClusterProgress {
-				return observe(name, cluster, targets[cluster])
+			p := rollout.Evaluate(st, repo.Waves(a), ro.BakeDuration(), func(cluster string) rollout.ClusterProgress {
+				return fleetview.ObserveUnit(docs, cluster, name, targets[cluster])
 			}, now)
 			as.Rollout = p.State
 			for _, w := range p.Waves {
@@ -94,7 +82,7 @@ func Observe(repo *fleet.Repo, committed fleetrender.CommittedTree, docs map[str
 			}
 		} else {
 			for cluster, want := range targets {
-				cp := observe(name, cluster, want)
+				cp := fleetview.ObserveUnit(docs, cluster, name, want)
 				as.Clusters = append(as.Clusters, ClusterState{Cluster: cluster, Phase: cp.Phase, Reason: cp.Reason})
 			}
 		}
