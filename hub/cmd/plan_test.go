@@ -18,7 +18,6 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/flotilla-gitops/flotilla/hub/plan"
-	"github.com/flotilla-gitops/flotilla/pkg/gitrepo"
 	"github.com/flotilla-gitops/flotilla/test/gitea"
 )
 
@@ -310,12 +309,9 @@ func TestPlanCommentsOnGitea(t *testing.T) {
 	dir := planTemplateRepo(t)
 	srv := gitea.Start(t)
 	ctx := context.Background()
-	url := srv.CreateRepo(t, "fleet")
-	author := gitrepo.Signature{Name: "test", Email: "test@example.com"}
+	srv.CreateRepo(t, "fleet")
 	for _, branch := range []string{"main", "feature"} {
-		if _, err := gitrepo.PushFiles(ctx, url, "refs/heads/"+branch, map[string][]byte{"README.md": []byte(branch + "\n")}, branch, author, gitrepo.PushOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		srv.Commit(t, "fleet", branch, map[string]string{"README.md": branch + "\n"}, branch)
 	}
 	pr := srv.CreatePull(t, "fleet", "feature", "main")
 	t.Setenv("FLOTILLA_FORGE_TOKEN", srv.Token)

@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/flotilla-gitops/flotilla/hub/forge"
-	"github.com/flotilla-gitops/flotilla/pkg/gitrepo"
 	"github.com/flotilla-gitops/flotilla/test/gitea"
 )
 
@@ -18,14 +17,9 @@ import (
 func TestGiteaStickyComment(t *testing.T) {
 	srv := gitea.Start(t)
 	ctx := context.Background()
-	url := srv.CreateRepo(t, "fleet")
-	author := gitrepo.Signature{Name: "test", Email: "test@example.com"}
-	if _, err := gitrepo.PushFiles(ctx, url, "refs/heads/main", map[string][]byte{"README.md": []byte("fleet\n")}, "init", author, gitrepo.PushOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := gitrepo.PushFiles(ctx, url, "refs/heads/change", map[string][]byte{"README.md": []byte("fleet v2\n")}, "change", author, gitrepo.PushOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	srv.CreateRepo(t, "fleet")
+	srv.Commit(t, "fleet", "main", map[string]string{"README.md": "fleet\n"}, "init")
+	srv.Commit(t, "fleet", "change", map[string]string{"README.md": "fleet v2\n"}, "change")
 	pr := srv.CreatePull(t, "fleet", "change", "main")
 	if err := srv.API(ctx, http.MethodPost, fmt.Sprintf("/api/v1/repos/%s/issues/%d/comments", srv.Repo("fleet"), pr), map[string]string{"body": "LGTM once the plan is green"}, nil); err != nil {
 		t.Fatal(err)

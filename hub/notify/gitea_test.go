@@ -18,19 +18,15 @@ func TestGiteaCommitStatuses(t *testing.T) {
 	srv := gitea.Start(t)
 	ctx := context.Background()
 	url := srv.CreateRepo(t, "fleet")
-	head, err := gitrepo.PushFiles(ctx, url, "refs/heads/main", map[string][]byte{"README.md": []byte("fleet\n")}, "init",
-		gitrepo.Signature{Name: "test", Email: "test@example.com"}, gitrepo.PushOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	head := srv.Commit(t, "fleet", "main", map[string]string{"README.md": "fleet\n"}, "init")
 	client, err := forge.New(forge.Options{Kind: forge.Gitea, URL: srv.URL, Repo: srv.Repo("fleet"), Token: srv.Token})
 	if err != nil {
 		t.Fatal(err)
 	}
 	rec := &Recorder{Remote: url, Author: gitrepo.Signature{Name: "notify", Email: "notify@example.com"}}
 	statuses := []forge.CommitStatus{
-		{Commit: head.Hash, Context: "flotilla/web", State: forge.StatePending, Description: "0/2 Ready; applying on a, b", TargetURL: "http://dash.example/"},
-		{Commit: head.Hash, Context: "flotilla/db", State: forge.StateFailure, Description: "failing on a (HealthCheckFailed: Job/db/migrate: Failed)"},
+		{Commit: head, Context: "flotilla/web", State: forge.StatePending, Description: "0/2 Ready; applying on a, b", TargetURL: "http://dash.example/"},
+		{Commit: head, Context: "flotilla/db", State: forge.StateFailure, Description: "failing on a (HealthCheckFailed: Job/db/migrate: Failed)"},
 	}
 	sent, err := Send(ctx, client, rec, statuses)
 	if err != nil || len(sent) != 2 {
@@ -53,7 +49,7 @@ func TestGiteaCommitStatuses(t *testing.T) {
 			TargetURL   string `json:"target_url"`
 		} `json:"statuses"`
 	}
-	if err := srv.API(ctx, http.MethodGet, "/api/v1/repos/"+srv.Repo("fleet")+"/commits/"+head.Hash+"/status", nil, &combined); err != nil {
+	if err := srv.API(ctx, http.MethodGet, "/api/v1/repos/"+srv.Repo("fleet")+"/commits/"+head+"/status", nil, &combined); err != nil {
 		t.Fatal(err)
 	}
 	got := map[string]string{}
@@ -70,7 +66,7 @@ func TestGiteaCommitStatuses(t *testing.T) {
 		t.Errorf("combined state %q, want failure", combined.State)
 	}
 	var all []struct{ ID int64 }
-	if err := srv.API(ctx, http.MethodGet, "/api/v1/repos/"+srv.Repo("fleet")+"/statuses/"+head.Hash+"?limit=50", nil, &all); err != nil {
+	if err := srv.API(ctx, http.MethodGet, "/api/v1/repos/"+srv.Repo("fleet")+"/statuses/"+head+"?limit=50", nil, &all); err != nil {
 		t.Fatal(err)
 	}
 	if len(all) != 3 {

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flotilla-gitops/flotilla/pkg/gitrepo"
 	"github.com/flotilla-gitops/flotilla/test/testenv"
 )
 
@@ -319,4 +320,22 @@ func (s *Server) CreatePull(t testing.TB, repo, head, base string) int {
 		t.Fatalf("open pull request %s → %s: %v", head, base, err)
 	}
 	return pr.Number
+}
+
+// Commit commits files (path → content) on top of branch of the admin's
+// repository, pushing over Git smart-HTTP, and returns the commit's hash.
+func (s *Server) Commit(t testing.TB, repo, branch string, files map[string]string, msg string) string {
+	t.Helper()
+	data := make(map[string][]byte, len(files))
+	for p, c := range files {
+		data[p] = []byte(c)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
+	defer cancel()
+	res, err := gitrepo.PushFiles(ctx, s.GitURL(repo), "refs/heads/"+branch, data, msg,
+		gitrepo.Signature{Name: "test", Email: "test@example.com"}, gitrepo.PushOptions{})
+	if err != nil {
+		t.Fatalf("commit to %s of %s: %v", branch, repo, err)
+	}
+	return res.Hash
 }
