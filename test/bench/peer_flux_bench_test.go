@@ -280,11 +280,11 @@ func (ps peerProcs) stop() (peak int64) {
 	return peak
 }
 
-func benchPeerFlux(b *testing.B, bins peerBinaries, n int, url string, change peerChange, timeout, settleTimeout time.Duration) (peerSide, bool) {
-	c := testenv.StartCluster(b, testenv.ClusterOptions{Mode: testenv.Minimal})
-	defer c.Stop()
-	ctx, cancel := context.WithTimeout(context.Background(), timeout+30*time.Minute)
-	defer cancel()
+// preparePeerFlux readies a fresh API server for Flux: its CRDs, the
+// namespaces (the same flotilla-agent creates from the fleet's list) and
+// the Git credentials Secret its GitRepository names.
+func preparePeerFlux(ctx context.Context, b *testing.B, c *testenv.Cluster, bins peerBinaries) client.Client {
+	b.Helper()
 	crds, err := filepath.Glob(filepath.Join(bins.crds, "*.yaml"))
 	if err != nil || len(crds) == 0 {
 		b.Fatalf("no CRDs in %s: %v", bins.crds, err)
@@ -292,7 +292,6 @@ func benchPeerFlux(b *testing.B, bins peerBinaries, n int, url string, change pe
 	if err := c.ApplyCRDFiles(ctx, crds...); err != nil {
 		b.Fatal(err)
 	}
-	// The same namespaces flotilla-agent creates from the fleet's list.
 	for _, ns := range append([]string{peerFluxNS}, peerNamespaces()...) {
 		if err := c.CreateNamespace(ctx, ns); err != nil {
 			b.Fatal(err)
@@ -306,6 +305,15 @@ func benchPeerFlux(b *testing.B, bins peerBinaries, n int, url string, change pe
 	if err := k.Create(ctx, secret); err != nil {
 		b.Fatal(err)
 	}
+	return k
+}
+
+func benchPeerFlux(b *testing.B, bins peerBinaries, n int, url string, change peerChange, timeout, settleTimeout time.Duration) (peerSide, bool) {
+	c := testenv.StartCluster(b, testenv.ClusterOptions{Mode: testenv.Minimal})
+	defer c.Stop()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout+30*time.Minute)
+	defer cancel()
+	k := preparePeerFlux(ctx, b, c, bins)
 	for _, o := range peerFluxObjects(n, url) {
 		if err := k.Create(ctx, o); err != nil {
 			b.Fatalf("create %s %s: %v", o.GetKind(), o.GetName(), err)

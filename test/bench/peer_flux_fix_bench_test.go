@@ -12,8 +12,6 @@ import (
 
 	"github.com/go-logr/logr"
 	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
@@ -243,6 +241,21 @@ func (fx *fixFleet) pushBad(b *testing.B, repo string) (string, time.Time) {
 	return hash, time.Now()
 }
 
+// applyBad pushes the bad revision and waits until its Deployment is in
+// the cluster, recording how long that took in run; it returns the bad
+// commit and when its Deployment was seen. logTail says what the system
+// logged, should it never come.
+func (fx *fixFleet) applyBad(ctx context.Context, b *testing.B, k client.Client, repo string, capAt time.Duration, run *fixRun, logTail func(int) string) (string, time.Time) {
+	b.Helper()
+	badHash, badPushed := fx.pushBad(b, repo)
+	d, ok := fixWaitImage(ctx, k, fx.namespace, fx.app, fixBadImage, badPushed, capAt, nil)
+	if !ok {
+		b.Fatalf("bad Deployment not applied within %s:\n%s", capAt, logTail(20))
+	}
+	run.badApplied = d
+	return badHash, badPushed.Add(d)
+}
+
 func (fx *fixFleet) pushFix(b *testing.B, repo string) (string, time.Time) {
 	hash, _, _ := agentBenchPush(b, fx.srv, repo, fx.fix, fx.badTree, "fix: "+fx.app+" image "+fixGoodImage)
 	return hash, time.Now()
@@ -343,13 +356,7 @@ func benchFixAgent(b *testing.B, fx *fixFleet, capAt time.Duration) fixRun {
 	}
 
 	// The bad push: applied, then waited for.
-	badHash, badPushed := fx.pushBad(b, repo)
-	d, ok := fixWaitImage(ctx, k, fx.namespace, fx.app, fixBadImage, badPushed, capAt, nil)
-	if !ok {
-		b.Fatalf("bad Deployment not applied within %s:\n%s", capAt, p.LogTail(20))
-	}
-	run.badApplied = d
-	badSeen := badPushed.Add(d)
+	badHash, badSeen := fx.applyBad(ctx, b, k, repo, capAt, &run, p.LogTail)
 	deadline := time.Now().Add(capAt)
 	for !fixAgentWaiting(p, fx.app, badHash) {
 		if time.Now().After(deadline) {
@@ -362,8 +369,8 @@ func benchFixAgent(b *testing.B, fx *fixFleet, capAt time.Duration) fixRun {
 	// The fix.
 	fixHash, fixPushed := fx.pushFix(b, repo)
 	run.waitedAtPush = fixPushed.Sub(badSeen)
-	run.fix, ok = fixWaitImage(ctx, k, fx.namespace, fx.app, fixGoodImage, fixPushed, capAt, nil)
-	run.capped = !ok
+	fix, ok := fixWaitImage(ctx, k, fx.namespace, fx.app, fixGoodImage, fixPushed, capAt, nil)
+	run.fix, run.capped = fix, !ok
 	b.Logf("flotilla-agent: bad %s applied %.2f s after its push; fix %s pushed %.1f s into the health wait, applied %s%.2f s after its push",
 		badHash[:8], run.badApplied.Seconds(), fixHash[:8], run.waitedAtPush.Seconds(), run.capMark(), run.fix.Seconds())
 
@@ -415,26 +422,7 @@ func benchFixFlux(b *testing.B, bins peerBinaries, fx *fixFleet, gate bool, capA
 	defer c.Stop()
 	ctx, cancel := context.WithTimeout(context.Background(), 4*capAt)
 	defer cancel()
-	crds, err := filepath.Glob(filepath.Join(bins.crds, "*.yaml"))
-	if err != nil || len(crds) == 0 {
-		b.Fatalf("no CRDs in %s: %v", bins.crds, err)
-	}
-	if err := c.ApplyCRDFiles(ctx, crds...); err != nil {
-		b.Fatal(err)
-	}
-	for _, ns := range append([]string{peerFluxNS}, peerNamespaces()...) {
-		if err := c.CreateNamespace(ctx, ns); err != nil {
-			b.Fatal(err)
-		}
-	}
-	k := c.Client()
-	secret := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: "fleet-auth", Namespace: peerFluxNS},
-		StringData: map[string]string{"username": peerFluxUser, "password": "bench-secret"},
-	}
-	if err := k.Create(ctx, secret); err != nil {
-		b.Fatal(err)
-	}
+	k := preparePeerFlux(ctx, b, c, bins)
 	repo := "fix-flux"
 	if gate {
 		repo = "fix-flux-gate"
@@ -484,13 +472,7 @@ func benchFixFlux(b *testing.B, bins peerBinaries, fx *fixFleet, gate bool, capA
 	}
 
 	// The bad push: applied, then its health checked.
-	badHash, badPushed := fx.pushBad(b, repo)
-	d, ok := fixWaitImage(ctx, k, fx.namespace, fx.app, fixBadImage, badPushed, capAt, nil)
-	if !ok {
-		b.Fatalf("bad Deployment not applied within %s:\n%s", capAt, kustomize.LogTail(20))
-	}
-	run.badApplied = d
-	badSeen := badPushed.Add(d)
+	badHash, badSeen := fx.applyBad(ctx, b, k, repo, capAt, &run, kustomize.LogTail)
 	deadline := time.Now().Add(capAt)
 	for {
 		msg := fixFluxHealthChecking(ctx, k, name, badHash)
@@ -513,8 +495,8 @@ func benchFixFlux(b *testing.B, bins peerBinaries, fx *fixFleet, gate bool, capA
 	tl := &fixTimeline{start: fixPushed}
 	watch := func() { tl.see(fixFluxReady(ctx, k, name, badHash, fixHash)) }
 	watch()
-	run.fix, ok = fixWaitImage(ctx, k, fx.namespace, fx.app, fixGoodImage, fixPushed, capAt, watch)
-	run.capped = !ok
+	fix, ok := fixWaitImage(ctx, k, fx.namespace, fx.app, fixGoodImage, fixPushed, capAt, watch)
+	run.fix, run.capped = fix, !ok
 	watch()
 	b.Logf("%s: bad %s applied %.2f s after its push; fix %s pushed %.1f s into the health wait, applied %s%.2f s after its push; Kustomization: %s",
 		repo, badHash[:8], run.badApplied.Seconds(), fixHash[:8], run.waitedAtPush.Seconds(), run.capMark(), run.fix.Seconds(), tl)
