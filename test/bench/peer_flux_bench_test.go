@@ -308,6 +308,20 @@ func preparePeerFlux(ctx context.Context, b *testing.B, c *testenv.Cluster, bins
 	return k
 }
 
+// peerAgentArgs are flotilla-agent's arguments for cluster c following
+// url, as the peer benchmarks run it; flags are those that differ from its
+// defaults (for the results' flag list).
+func peerAgentArgs(b *testing.B, c *testenv.Cluster, url string) (args, flags []string) {
+	creds := agentproc.CredentialsDir(b, gitserver.AgentUser(agentBenchCluster), "bench-secret")
+	flags = []string{"--interval", peerInterval.String(), "--poll-interval", peerPoll.String()}
+	args = append([]string{
+		"--kubeconfig", c.AdminKubeconfig(), "--cluster-name", agentBenchCluster, "--repo-url", url,
+		"--git-credentials-dir", creds, "--cache-dir", b.TempDir(), "--namespace", peerAgentNS,
+		"--metrics-addr", "127.0.0.1:0", "--health-addr", "0", "--log-format", "json",
+	}, flags...)
+	return args, flags
+}
+
 func benchPeerFlux(b *testing.B, bins peerBinaries, n int, url string, change peerChange, timeout, settleTimeout time.Duration) (peerSide, bool) {
 	c := testenv.StartCluster(b, testenv.ClusterOptions{Mode: testenv.Minimal})
 	defer c.Stop()
@@ -387,13 +401,7 @@ func benchPeerAgent(b *testing.B, n int, url string, change peerChange) peerSide
 	if err := c.CreateNamespace(ctx, peerAgentNS); err != nil {
 		b.Fatal(err)
 	}
-	creds := agentproc.CredentialsDir(b, gitserver.AgentUser(agentBenchCluster), "bench-secret")
-	flags := []string{"--interval", peerInterval.String(), "--poll-interval", peerPoll.String()}
-	args := append([]string{
-		"--kubeconfig", c.AdminKubeconfig(), "--cluster-name", agentBenchCluster, "--repo-url", url,
-		"--git-credentials-dir", creds, "--cache-dir", b.TempDir(), "--namespace", peerAgentNS,
-		"--metrics-addr", "127.0.0.1:0", "--health-addr", "0", "--log-format", "json",
-	}, flags...)
+	args, flags := peerAgentArgs(b, c, url)
 	side := peerSide{heartbeat: true, flags: []string{"flotilla-agent " + strings.Join(append(flags, strings.Fields(os.Getenv("FLOTILLA_BENCH_AGENT_ARGS"))...), " ") +
 		" (defaults otherwise: --workers 8 --kube-api-qps 100 --kube-api-burst 300; status committed to the fleet repo's refs/heads/flotilla/status/" + agentBenchCluster + ", --heartbeat-interval 10m)"}}
 

@@ -335,13 +335,7 @@ func benchFixAgent(b *testing.B, fx *fixFleet, capAt time.Duration) fixRun {
 	}
 	const repo = "fix-flotilla"
 	url := fx.repo(b, repo)
-	creds := agentproc.CredentialsDir(b, gitserver.AgentUser(agentBenchCluster), "bench-secret")
-	flags := []string{"--interval", peerInterval.String(), "--poll-interval", peerPoll.String()}
-	args := append([]string{
-		"--kubeconfig", c.AdminKubeconfig(), "--cluster-name", agentBenchCluster, "--repo-url", url,
-		"--git-credentials-dir", creds, "--cache-dir", b.TempDir(), "--namespace", peerAgentNS,
-		"--metrics-addr", "127.0.0.1:0", "--health-addr", "0", "--log-format", "json",
-	}, flags...)
+	args, flags := peerAgentArgs(b, c, url)
 	run := fixRun{
 		system:  "Flotilla (flotilla-agent)",
 		timeout: fmt.Sprintf("%s (the unit's timeout in the rendered slice, the default; wait true)", fx.unitTimeout),
