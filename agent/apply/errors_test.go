@@ -223,3 +223,12 @@ func TestFailureDetail(t *testing.T) {
 		})
 	}
 }
+
+func TestSummarize(t *testing.T) {
+	if got := Summarize([]string{"a", "b"}); got != "a; b" {
+		t.Errorf("Summarize: %q", got)
+	}
+	if got := Summarize(strings.Split("a b c d e f g", " ")); got != "a; b; c; d; e; and 2 more" {
+		t.Errorf("Summarize: %q", got)
+	}
+}

@@ -148,19 +148,22 @@ func (a *Applier) waitReady(ctx context.Context, targets []target, timeout time.
 		return false, notReady, fmt.Errorf("%w: %s", ErrHealthFailed, summary(notReady, len(targets)))
 	}
 	return false, notReady, fmt.Errorf("%w: %d of %s not ready after %s: %s",
-		ErrHealthTimeout, len(notReady), plural.Count(len(targets), "object", "objects"), time.Since(start).Round(time.Second), strings.Join(shorten(notReady), "; "))
+		ErrHealthTimeout, len(notReady), plural.Count(len(targets), "object", "objects"), time.Since(start).Round(time.Second), Summarize(notReady))
 }
 
 // summary says which of total objects are not ready, the first few by name.
 func summary(notReady []string, total int) string {
-	return fmt.Sprintf("%d of %s not ready: %s", len(notReady), plural.Count(total, "object", "objects"), strings.Join(shorten(notReady), "; "))
+	return fmt.Sprintf("%d of %s not ready: %s", len(notReady), plural.Count(total, "object", "objects"), Summarize(notReady))
 }
 
-func shorten(items []string) []string {
-	if len(items) > 5 {
-		return append(items[:5:5], fmt.Sprintf("and %d more", len(items)-5))
+// Summarize names at most five items, then how many more, for messages
+// ("a; b; c; d; e; and 2 more").
+func Summarize(items []string) string {
+	const shown = 5
+	if len(items) <= shown {
+		return strings.Join(items, "; ")
 	}
-	return items
+	return strings.Join(items[:shown], "; ") + fmt.Sprintf("; and %d more", len(items)-shown)
 }
 
 // reportWaiting tells report, every Options.WaitReport until the returned

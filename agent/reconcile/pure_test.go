@@ -2,7 +2,6 @@ package reconcile
 
 import (
 	"context"
-	"strings"
 	"testing"
 	"time"
 )
@@ -46,15 +45,6 @@ func TestGraceContext(t *testing.T) {
 	cancel2()
 	if ctx2.Err() == nil {
 		t.Fatal("cancel did not end the context")
-	}
-}
-
-func TestSummarize(t *testing.T) {
-	if got := summarize([]string{"a", "b"}); got != "a; b" {
-		t.Errorf("summarize: %q", got)
-	}
-	if got := summarize(strings.Split("a b c d e f g", " ")); got != "a; b; c; d; e; and 2 more" {
-		t.Errorf("summarize: %q", got)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/flotilla-gitops/flotilla/agent/apply"
 	"github.com/flotilla-gitops/flotilla/pkg/status"
 )
 
@@ -176,5 +177,5 @@ func unitNames(us []status.UnitStatus) string {
 	for i, u := range us {
 		names[i] = u.Name
 	}
-	return "units " + summarize(names)
+	return "units " + apply.Summarize(names)
 }

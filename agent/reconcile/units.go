@@ -195,8 +195,8 @@ func (l *Loop) reconcileUnit(ctx context.Context, rc *cycleRun, u slice.Unit, st
 			case err != nil:
 				return outcome{err: status.Retrying(status.ReasonHealthCheckFailed, err), progressing: true, at: foundAt}
 			}
-			return outcome{reason: status.ReasonHealthCheckFailed, message: "not ready: " + summarize(notReady), progressing: true, at: foundAt,
-				log: "unit is no longer ready", logAttrs: []any{"objects", summarize(notReady)}}
+			return outcome{reason: status.ReasonHealthCheckFailed, message: "not ready: " + apply.Summarize(notReady), progressing: true, at: foundAt,
+				log: "unit is no longer ready", logAttrs: []any{"objects", apply.Summarize(notReady)}}
 		}
 		release()
 		if !u.Wait {
@@ -208,7 +208,7 @@ func (l *Loop) reconcileUnit(ctx context.Context, rc *cycleRun, u slice.Unit, st
 		return l.healthOutcome(rc, u, st, ready, notReady, err, started.Add(timeout), foundAt)
 	}
 	if chk != nil && len(chk.Drifted) > 0 && chk.Hash == u.Hash {
-		log.Info("drift detected", "objects", summarize(chk.Drifted))
+		log.Info("drift detected", "objects", apply.Summarize(chk.Drifted))
 	}
 
 	out, err := l.renderAt(ctx, rc, u)
@@ -239,7 +239,7 @@ func (l *Loop) reconcileUnit(ctx context.Context, rc *cycleRun, u slice.Unit, st
 		}
 		return o
 	case !res.Ready:
-		return outcome{reason: status.ReasonHealthCheckFailed, message: "not ready: " + summarize(res.NotReady), progressing: true, at: appliedAt}
+		return outcome{reason: status.ReasonHealthCheckFailed, message: "not ready: " + apply.Summarize(res.NotReady), progressing: true, at: appliedAt}
 	case res.Skipped:
 		return outcome{reason: status.ReasonSucceeded, at: appliedAt}
 	}
@@ -327,8 +327,8 @@ func (l *Loop) request(u slice.Unit, revision, hash string, out *render.Result, 
 // the next heartbeat carries it as the unit's Reconciling condition.
 func (l *Loop) waiting(unit, revision string) func(notReady []string) {
 	return func(notReady []string) {
-		l.progress.wait(unit, "waiting for "+summarize(notReady))
-		l.log.Info("unit waiting", "unit", unit, "revision", revision, "notReady", summarize(notReady))
+		l.progress.wait(unit, "waiting for "+apply.Summarize(notReady))
+		l.log.Info("unit waiting", "unit", unit, "revision", revision, "notReady", apply.Summarize(notReady))
 	}
 }
 
@@ -376,18 +376,9 @@ func (l *Loop) healthOutcome(rc *cycleRun, u slice.Unit, st *unitState, ready bo
 		o.at = at
 		return o
 	case errors.Is(err, apply.ErrHealthTimeout) && len(notReady) > 0 && at == foundAt:
-		return outcome{reason: status.ReasonHealthCheckFailed, message: "not ready: " + summarize(notReady), progressing: true, at: at}
+		return outcome{reason: status.ReasonHealthCheckFailed, message: "not ready: " + apply.Summarize(notReady), progressing: true, at: at}
 	}
 	o := failed(err, "unit failed", "revision", rc.rev.res.Revision)
 	o.progressing, o.at = true, at
 	return o
-}
-
-// summarize shortens a list of object names for messages.
-func summarize(items []string) string {
-	const shown = 5
-	if len(items) <= shown {
-		return strings.Join(items, "; ")
-	}
-	return strings.Join(items[:shown], "; ") + fmt.Sprintf("; and %d more", len(items)-shown)
 }

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/flotilla-gitops/flotilla/agent/apply"
 	"github.com/flotilla-gitops/flotilla/pkg/slice"
 	"github.com/flotilla-gitops/flotilla/pkg/status"
 )
@@ -94,7 +95,7 @@ func (l *Loop) pollDuringWait(ctx context.Context, rc *cycleRun, w *revisionWatc
 	if len(changed) == 0 {
 		return false
 	}
-	l.log.Info("a newer revision changes this cluster's units: ending the health waits", "revision", rev.res.Revision, "changed", summarize(changed))
+	l.log.Info("a newer revision changes this cluster's units: ending the health waits", "revision", rev.res.Revision, "changed", apply.Summarize(changed))
 	w.newer, w.changed = rev, make(map[string]bool, len(changed))
 	for _, name := range changed {
 		w.changed[name] = true
@@ -173,7 +174,7 @@ func (l *Loop) interrupted(rc *cycleRun, u slice.Unit, st *unitState, notReady [
 	newer, changed := rc.supersededBy(u)
 	waitingFor := "health"
 	if len(notReady) > 0 {
-		waitingFor = summarize(notReady)
+		waitingFor = apply.Summarize(notReady)
 	}
 	if changed {
 		st.resume = nil
