@@ -2,6 +2,7 @@ package cmd
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -12,10 +13,13 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/flotilla-gitops/flotilla/hub/fleet"
 	"github.com/flotilla-gitops/flotilla/hub/fleetrender"
+	"github.com/flotilla-gitops/flotilla/hub/fleetview"
 	"github.com/flotilla-gitops/flotilla/hub/forge"
 	"github.com/flotilla-gitops/flotilla/hub/notify"
 	"github.com/flotilla-gitops/flotilla/pkg/gitrepo"
+	"github.com/flotilla-gitops/flotilla/pkg/status"
 )
 
 // forgeTokenEnv holds the forge's API token: an environment variable, so
@@ -39,21 +43,25 @@ func (o *forgeFlags) client(timeout time.Duration) (*forge.Client, error) {
 }
 
 type notifyOptions struct {
-	status       rolloutOptions
-	forge        forgeFlags
-	commit       string
-	dashboardURL string
-	recordRepo   string
-	dryRun       bool
+	status         rolloutOptions
+	forge          forgeFlags
+	commit         string
+	dashboardURL   string
+	recordRepo     string
+	dryRun         bool
+	credentialsDir string
+	maxEvents      int
 }
 
 func newNotifyCommand() *cobra.Command {
 	o := &notifyOptions{status: rolloutOptions{now: time.Now}}
 	c := &cobra.Command{
 		Use:   "notify",
-		Short: "Set commit statuses on the fleet repo's forge: where each application of main's head stands on its clusters",
+		Short: "Tell people where the fleet stands: commit statuses on the forge, events to webhooks",
 		Long: `notify reads the fleet repo (--repo, a clone at main's head) and the clusters'
-status refs, and sets one commit status per application on the head commit
+status refs, and tells what changed since its last run.
+
+Commit statuses (with --forge): one per application on the head commit,
 through the forge's API (GitHub, GitLab or Gitea), with the context
 flotilla/<application>:
 
@@ -62,20 +70,38 @@ flotilla/<application>:
   success  every cluster the commit's slices give it to is Ready at it
   failure  a cluster failed it, named with the reason
 
-with a link to the dashboard when --dashboard-url is set. Each change of a
-status is sent once: what was sent is recorded on the fleet repo's own ref
-refs/flotilla/notify (compare-and-swap), so the rollout job, which follows
-the status refs after a merge, and its schedule can both run notify. A send
-that fails is retried by the next run.
+with a link to the dashboard when --dashboard-url is set.
+
+Events (when the fleet repo has a Provider and an Alert in notifications/):
+a cluster turns Failing, DecryptionFailed, Unreachable, Untrusted,
+ClockSkew, Conflict or PruneHeld, and Recovered; a rollout's WaveReleased,
+WaveHeld, RolloutPaused, RolloutAborted and RolloutComplete. They go to
+generic JSON webhooks (Flux's event shape; generic-hmac signs the body in
+X-Signature), Slack and Teams, filtered by each Alert's sources (fleets,
+applications, clusters), severity and reasons. A provider's secret (the
+webhook URL, the HMAC key) is read from $FLOTILLA_NOTIFY_<NAME>_ADDRESS and
+_TOKEN or from --credentials-dir, never from the repo, and never logged. A
+provider's first run tells what is wrong now, not what went well before.
+
+Each change is told once: what was sent is recorded on the fleet repo's own
+ref refs/flotilla/notify (compare-and-swap), so the rollout job, which
+follows the status refs after a merge, and its schedule can both run notify,
+and a restart repeats nothing. A send that fails is told again by the next
+run; at most --max-events events go to one provider per run, spaced about a
+second apart after a burst of five.
 
 The forge's API token is read from $FLOTILLA_FORGE_TOKEN; it is also the
 password of the pushes to refs/flotilla/notify unless --git-credentials-dir
 gives other credentials.
 
-Exit codes: 0 statuses are up to date, 2 an error (a failed send included).`,
+Exit codes: 0 everything told is up to date, 2 an error (a failed send
+included).`,
 		Example: `  # In the template's rollout job (GitHub Actions)
   FLOTILLA_FORGE_TOKEN=$GITHUB_TOKEN flotilla notify --forge github \
     --forge-url "$GITHUB_SERVER_URL" --forge-repo "$GITHUB_REPOSITORY"
+
+  # Events only (no commit statuses), the Slack webhook's URL from the environment
+  FLOTILLA_NOTIFY_SLACK_ADDRESS=https://hooks.slack.com/services/... flotilla notify
 
   # What would be sent, without sending
   flotilla notify --forge gitea --forge-url https://gitea.example.com --forge-repo ops/fleet --dry-run -o json`,
@@ -90,7 +116,9 @@ Exit codes: 0 statuses are up to date, 2 an error (a failed send included).`,
 	f.StringVar(&o.commit, "commit", "HEAD", "the commit of --repo to set statuses on")
 	f.StringVar(&o.dashboardURL, "dashboard-url", "", "the dashboard's URL, linked from every status")
 	f.StringVar(&o.recordRepo, "record-repo", "", "where refs/flotilla/notify is kept: a URL (default: --repo's origin)")
-	f.BoolVar(&o.dryRun, "dry-run", false, "compute the statuses and print them; send and record nothing")
+	f.BoolVar(&o.dryRun, "dry-run", false, "compute the statuses and events and print them; send and record nothing")
+	f.StringVar(&o.credentialsDir, "credentials-dir", "", "directory with the providers' secrets: <name>/address and <name>/token, for those not in $FLOTILLA_NOTIFY_<NAME>_ADDRESS and _TOKEN")
+	f.IntVar(&o.maxEvents, "max-events", 30, "events sent to one provider per run; the rest go with the next run")
 	return c
 }
 
@@ -99,15 +127,24 @@ func runNotify(ctx context.Context, stdout, stderr io.Writer, o *notifyOptions) 
 	if err != nil {
 		return err
 	}
+	routes := notify.Routes(repo)
+	if o.forge.kind == "" && len(routes) == 0 && !o.dryRun {
+		return fmt.Errorf("nothing to notify: no --forge for commit statuses and no Provider with an Alert in %s/", fleet.ProvidersDir)
+	}
 	head, err := gitrepo.ReadCommit(root, o.commit)
 	if err != nil {
 		return fmt.Errorf("--commit %s: %w", o.commit, err)
 	}
-	docs, err := o.status.documents(ctx, root, repo)
+	snap, err := o.snapshot(ctx, root)
 	if err != nil {
 		return err
 	}
-	apps, err := notify.Observe(repo, fleetrender.CommittedAt(root), docs, o.status.now())
+	docs := map[string]fleetview.ClusterDocument{}
+	for _, cd := range snap.Documents.Clusters {
+		docs[cd.Cluster] = cd
+	}
+	now := o.status.now()
+	apps, err := notify.Observe(repo, fleetrender.CommittedAt(root), docs, now)
 	if err != nil {
 		return err
 	}
@@ -115,12 +152,15 @@ func runNotify(ctx context.Context, stdout, stderr io.Writer, o *notifyOptions) 
 	for i, a := range apps {
 		statuses[i] = notify.Summarize(head.Hash, a, o.dashboardURL)
 	}
+	facts := notify.Facts(repo, snap.View, apps, head.Hash, o.dashboardURL, now)
 	if o.dryRun {
-		return writeStatuses(stdout, statuses, o.status.output)
+		return writeNotifications(stdout, statuses, facts, o.status.output)
 	}
-	client, err := o.forge.client(o.status.timeout)
-	if err != nil {
-		return err
+	var client *forge.Client
+	if o.forge.kind != "" {
+		if client, err = o.forge.client(o.status.timeout); err != nil {
+			return err
+		}
 	}
 	rec := &notify.Recorder{Remote: o.recordRepo, Author: gitrepo.Signature{Name: "flotilla notify", Email: "notify@flotilla.dev"}}
 	if rec.Remote == "" {
@@ -135,27 +175,80 @@ func runNotify(ctx context.Context, stdout, stderr io.Writer, o *notifyOptions) 
 	} else {
 		rec.Auth = gitrepo.Auth{Username: "flotilla", Password: os.Getenv(forgeTokenEnv)}
 	}
+	var errs []error
+	if client != nil {
+		if err := sendStatuses(ctx, stderr, client, rec, head.Hash, statuses); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	told, err := notify.Tell(ctx, rec, routes, facts, notify.TellOptions{CredentialsDir: o.credentialsDir, MaxPerProvider: o.maxEvents})
+	for _, d := range told {
+		fmt.Fprintf(stderr, "told %s: %s %s\n", d.Route.Provider.Metadata.Name, d.Fact.Event.Reason, d.Fact.Event.Message)
+	}
+	if err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// snapshot reads the fleet view and the clusters' documents in one pass,
+// from --status-repo or the repo's own status refs.
+func (o *notifyOptions) snapshot(ctx context.Context, root string) (*fleetview.Snapshot, error) {
+	ro := fleetview.ReadOptions{Repo: root, Timeout: o.status.timeout, Now: o.status.now}
+	if s := o.status.statusRepo; s != "" {
+		if o.status.statusShards > 1 && !strings.Contains(s, status.ShardPlaceholder) {
+			return nil, fmt.Errorf("--status-repo has no %s placeholder for %d shards", status.ShardPlaceholder, o.status.statusShards)
+		}
+		ro.StatusRepos = status.ShardURLs(s, o.status.statusShards)
+	}
+	if o.status.authDir != "" {
+		auth, err := gitrepo.LoadAuth(o.status.authDir)
+		if err != nil {
+			return nil, err
+		}
+		ro.Auth = auth
+	}
+	snap, err := fleetview.ReadSnapshot(ctx, ro)
+	if err != nil {
+		return nil, fmt.Errorf("read cluster status: %w", err)
+	}
+	return snap, nil
+}
+
+func sendStatuses(ctx context.Context, stderr io.Writer, client *forge.Client, rec *notify.Recorder, head string, statuses []forge.CommitStatus) error {
 	sent, err := notify.Send(ctx, client, rec, statuses)
 	for _, s := range sent {
 		fmt.Fprintf(stderr, "set %s %s on %s: %s\n", s.Context, s.State, shortRev(s.Commit), s.Description)
 	}
-	if err != nil {
-		return err
+	if err == nil && len(sent) == 0 {
+		fmt.Fprintf(stderr, "statuses of %s up to date (%d)\n", shortRev(head), len(statuses))
 	}
-	if len(sent) == 0 {
-		fmt.Fprintf(stderr, "statuses of %s up to date (%d)\n", shortRev(head.Hash), len(statuses))
-	}
-	return nil
+	return err
 }
 
-func writeStatuses(w io.Writer, statuses []forge.CommitStatus, format string) error {
-	if ok, err := writeMachine(w, statuses, format); ok {
+// notification is what --dry-run prints: the statuses, and the facts
+// events would tell when they change.
+type notification struct {
+	Statuses []forge.CommitStatus `json:"statuses"`
+	Facts    []notify.Fact        `json:"facts"`
+}
+
+func writeNotifications(w io.Writer, statuses []forge.CommitStatus, facts []notify.Fact, format string) error {
+	if ok, err := writeMachine(w, notification{Statuses: statuses, Facts: facts}, format); ok {
 		return err
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "CONTEXT\tSTATE\tDESCRIPTION")
 	for _, s := range statuses {
 		fmt.Fprintf(tw, "%s\t%s\t%s\n", s.Context, s.State, strings.ReplaceAll(s.Description, "\t", " "))
+	}
+	fmt.Fprintln(tw, "\nSUBJECT\tVALUE\tEVENT ON CHANGE")
+	for _, f := range facts {
+		ev := "-"
+		if f.Event != nil {
+			ev = f.Event.Reason + ": " + f.Event.Message
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", f.Subject, f.Value, ev)
 	}
 	return tw.Flush()
 }

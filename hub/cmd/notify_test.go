@@ -2,27 +2,37 @@ package cmd
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"os/exec"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/flotilla-gitops/flotilla/hub/forge"
+	"github.com/flotilla-gitops/flotilla/hub/notify"
 	"github.com/flotilla-gitops/flotilla/pkg/status"
 	"github.com/flotilla-gitops/flotilla/test/gitea"
 	"github.com/flotilla-gitops/flotilla/test/gitserver"
+	"github.com/flotilla-gitops/flotilla/test/treefile"
 )
 
 // notifyWorkTree is rolloutWorkTree committed to a Git repository of its
 // own on main (head), with the status refs its agents would push on a Git
 // server.
-func notifyWorkTree(t *testing.T) (dir, head string, srv *gitserver.Server, pub publisher) {
+func notifyWorkTree(t *testing.T, extra map[string]string) (dir, head string, srv *gitserver.Server, pub publisher) {
 	t.Helper()
 	dir = rolloutWorkTree(t, "10m")
+	treefile.Write(t, dir, extra)
 	planGit(t, dir, "init", "-q", "-b", "main")
 	planGit(t, dir, "add", "-A")
 	planGit(t, dir, "commit", "-qm", "fleet")
@@ -39,13 +49,15 @@ func notifyWorkTree(t *testing.T) (dir, head string, srv *gitserver.Server, pub 
 // the status refs and the rollout: pending while its canary applies and
 // later waves are held, failure naming the cluster that fails it.
 func TestNotifyDryRun(t *testing.T) {
-	dir, head, srv, pub := notifyWorkTree(t)
+	dir, head, srv, pub := notifyWorkTree(t, nil)
 	flags := []string{"notify", "--repo", dir, "--status-repo", srv.RepoPath("status"), "--dry-run", "-o", "json"}
 	statusOf := func() forge.CommitStatus {
 		t.Helper()
 		stdout, stderr, code := runCLI(t, flags...)
-		var ss []forge.CommitStatus
-		if err := json.Unmarshal([]byte(stdout), &ss); code != ExitOK || err != nil || len(ss) != 1 {
+		var n notification
+		err := json.Unmarshal([]byte(stdout), &n)
+		ss := n.Statuses
+		if code != ExitOK || err != nil || len(ss) != 1 {
 			t.Fatalf("notify: exit %d %v\n%s%s", code, err, stdout, stderr)
 		}
 		if ss[0].Commit != head || ss[0].Context != "flotilla/web" {
@@ -75,7 +87,7 @@ func TestNotifyDryRun(t *testing.T) {
 // web's status is set on the head commit and recorded on
 // refs/flotilla/notify, and a second run sends nothing.
 func TestNotifyOnGitea(t *testing.T) {
-	dir, head, srv, pub := notifyWorkTree(t)
+	dir, head, srv, pub := notifyWorkTree(t, nil)
 	forgeSrv := gitea.Start(t)
 	forgeSrv.CreateRepo(t, "fleet")
 	planGit(t, dir, "push", "-q", forgeSrv.GitURL("fleet"), "HEAD:refs/heads/main")
@@ -106,5 +118,155 @@ func TestNotifyOnGitea(t *testing.T) {
 	}
 	if err := forgeSrv.API(context.Background(), http.MethodGet, "/api/v1/repos/"+forgeSrv.Repo("fleet")+"/git/refs/flotilla/notify", nil, nil); err != nil {
 		t.Errorf("refs/flotilla/notify not on the forge: %v", err)
+	}
+}
+
+// hookReceiver is a webhook receiver that checks generic-hmac's signature
+// and keeps the events it accepted; failNext makes it answer 500 once.
+type hookReceiver struct {
+	mu       sync.Mutex
+	key      string
+	events   []notify.Event
+	bodies   []map[string]any
+	failNext bool
+	refused  int
+}
+
+func (h *hookReceiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.key != "" {
+		mac := hmac.New(sha256.New, []byte(h.key))
+		mac.Write(body)
+		if !hmac.Equal([]byte(r.Header.Get("X-Signature")), []byte("sha256="+hex.EncodeToString(mac.Sum(nil)))) {
+			h.refused++
+			http.Error(w, "bad signature", http.StatusUnauthorized)
+			return
+		}
+	}
+	if h.failNext {
+		h.failNext = false
+		http.Error(w, "try later", http.StatusInternalServerError)
+		return
+	}
+	var e notify.Event
+	var raw map[string]any
+	if json.Unmarshal(body, &e) != nil || json.Unmarshal(body, &raw) != nil {
+		http.Error(w, "not JSON", http.StatusBadRequest)
+		return
+	}
+	h.events = append(h.events, e)
+	h.bodies = append(h.bodies, raw)
+}
+
+// received lists the events as "Reason Kind/name".
+func (h *hookReceiver) received() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []string
+	for _, e := range h.events {
+		out = append(out, e.Reason+" "+e.InvolvedObject.Kind+"/"+e.InvolvedObject.Name)
+	}
+	return out
+}
+
+// TestNotifyWebhooks: events from the fleet repo's Providers and Alerts
+// reach a generic-hmac receiver that checks the signature, and a Slack
+// webhook whose URL is a secret, each once across runs (each run a new
+// process state: only refs/flotilla/notify remembers); a send the
+// receiver fails is told again by the next run; an alert of severity
+// error gets no recovery; the secrets show in no output.
+func TestNotifyWebhooks(t *testing.T) {
+	const hmacKey = "hmac-key-of-the-ops-hook"
+	ops := &hookReceiver{key: hmacKey}
+	opsSrv := httptest.NewServer(ops)
+	defer opsSrv.Close()
+	slack := &hookReceiver{}
+	slackSrv := httptest.NewServer(slack)
+	defer slackSrv.Close()
+	slackURL := slackSrv.URL + "/services/T000/B000/secret-slack-path"
+
+	dir, _, srv, pub := notifyWorkTree(t, map[string]string{
+		"notifications/providers/ops.yaml": "apiVersion: flotilla.dev/v1alpha1\nkind: Provider\nmetadata:\n  name: ops\nspec:\n  type: generic-hmac\n" +
+			"  address: " + opsSrv.URL + "/events\n  secretRef: {name: ops-hook}\n",
+		"notifications/providers/slack.yaml": "apiVersion: flotilla.dev/v1alpha1\nkind: Provider\nmetadata:\n  name: slack\nspec:\n  type: slack\n" +
+			"  channel: fleet\n  secretRef: {name: slack}\n",
+		"notifications/alerts/prod.yaml": "apiVersion: flotilla.dev/v1alpha1\nkind: Alert\nmetadata:\n  name: prod\nspec:\n" +
+			"  providerRef: {name: ops}\n  eventSources: [{kind: Fleet, name: prod}, {kind: Application, name: web}]\n",
+		"notifications/alerts/errors.yaml": "apiVersion: flotilla.dev/v1alpha1\nkind: Alert\nmetadata:\n  name: errors\nspec:\n" +
+			"  providerRef: {name: slack}\n  eventSeverity: error\n",
+	})
+	if _, stderr, code := runCLI(t, "validate", "--repo", dir); code != ExitOK {
+		t.Fatalf("validate: %s", stderr)
+	}
+	creds := t.TempDir()
+	treefile.Write(t, creds, map[string]string{"slack/address": slackURL + "\n"})
+	gitCreds := t.TempDir()
+	treefile.Write(t, gitCreds, map[string]string{"username": gitserver.Maintainer, "password": srv.Password(gitserver.Maintainer)})
+	planGit(t, dir, "remote", "add", "origin", srv.URL("status"))
+	t.Setenv(notify.SecretEnv("ops-hook", "token"), hmacKey)
+
+	run := func(wantOK bool) string {
+		t.Helper()
+		_, stderr, code := runCLI(t, "notify", "--repo", dir, "--status-repo", srv.RepoPath("status"),
+			"--git-credentials-dir", gitCreds, "--credentials-dir", creds)
+		if (code == ExitOK) != wantOK {
+			t.Fatalf("notify: exit %d, want ok %v\n%s", code, wantOK, stderr)
+		}
+		for _, secret := range []string{hmacKey, "secret-slack-path"} {
+			if strings.Contains(stderr, secret) {
+				t.Fatalf("notify's output shows a secret:\n%s", stderr)
+			}
+		}
+		return stderr
+	}
+
+	// The canary fails: the cluster turns Failing and the rollout is held.
+	failing := status.UnitStatus{Hash: unitHash(t, dir, "a1"), Conditions: []metav1.Condition{{Type: status.ConditionReady,
+		Status: metav1.ConditionFalse, Reason: status.ReasonHealthCheckFailed, Message: "ConfigMap/web: Failed"}}}
+	pub.publish("a1", failing)
+	run(true)
+	want := []string{"Failing Cluster/a1", "WaveHeld Application/web"}
+	if got := ops.received(); !slices.Equal(got, want) {
+		t.Fatalf("ops received %v, want %v", got, want)
+	}
+	if got := slack.received(); len(got) != 2 {
+		t.Fatalf("slack received %v, want both errors", slack.bodies)
+	}
+	att := slack.bodies[0]["attachments"].([]any)[0].(map[string]any)
+	if slack.bodies[0]["channel"] != "fleet" || att["color"] != "danger" || att["title"] != "Failing: Cluster/a1" ||
+		!strings.Contains(att["text"].(string), "cluster a1 is Failing") {
+		t.Errorf("slack message: %v", slack.bodies[0])
+	}
+	if e := ops.events[0]; e.Severity != "error" || e.Controller != "flotilla-notify" || e.Metadata["fleets"] != "prod" {
+		t.Errorf("ops event: %+v", e)
+	}
+
+	// Nothing changed: a second run tells nothing.
+	if stderr := run(true); strings.Contains(stderr, "told") {
+		t.Errorf("second run told again:\n%s", stderr)
+	}
+
+	// The canary recovers while the receiver fails: the run fails, naming
+	// the provider, and the next run tells the recovery, once.
+	ops.mu.Lock()
+	ops.failNext = true
+	ops.mu.Unlock()
+	pub.publish("a1", readyUnit(unitHash(t, dir, "a1"), time.Now().Add(-time.Minute)))
+	if stderr := run(false); !strings.Contains(stderr, "provider ops: HTTP 500") {
+		t.Errorf("failed send: %s", stderr)
+	}
+	run(true)
+	run(true)
+	want = append(want, "Recovered Cluster/a1")
+	if got := ops.received(); !slices.Equal(got, want) {
+		t.Errorf("ops received %v, want %v", got, want)
+	}
+	if got := slack.received(); len(got) != 2 {
+		t.Errorf("slack (errors only) received %v", got)
+	}
+	if ops.refused > 0 {
+		t.Errorf("%d sends to ops were not signed with its key", ops.refused)
 	}
 }

@@ -29,6 +29,12 @@ func TestDocsExamples(t *testing.T) {
 	for _, m := range matches {
 		file := string(m[1])
 		kind := kinds[strings.SplitN(file, "/", 2)[0]]
+		switch {
+		case strings.HasPrefix(file, ProvidersDir+"/"):
+			kind = KindProvider
+		case strings.HasPrefix(file, AlertsDir+"/"):
+			kind = KindAlert
+		}
 		name := strings.TrimSuffix(path.Base(file), ".yaml")
 		if kind == KindApplication {
 			name = path.Base(path.Dir(file))
@@ -48,7 +54,7 @@ func TestDocsCoverEveryField(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, kind := range []any{Cluster{}, Fleet{}, Application{}, GlobalJob{}, TrafficRoute{}, FleetPolicy{}} {
+	for _, kind := range []any{Cluster{}, Fleet{}, Application{}, GlobalJob{}, TrafficRoute{}, FleetPolicy{}, Provider{}, Alert{}} {
 		typ := reflect.TypeOf(kind)
 		for _, field := range fieldPaths(typ, typ.Name(), map[reflect.Type]bool{}) {
 			leaf := field[strings.LastIndex(field, ".")+1:]

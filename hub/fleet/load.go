@@ -35,7 +35,8 @@ type loaded struct {
 
 // Load reads and validates the fleet repo at root: clusters/**/*.yaml,
 // fleets/**/*.yaml, apps/<name>/app.yaml, jobs/**/*.yaml, routes/**/*.yaml
-// and policies/**/*.yaml (.yml too).
+// policies/**/*.yaml, notifications/providers/**/*.yaml and
+// notifications/alerts/**/*.yaml (.yml too).
 // Other files, and rendered/ and charts/, are not inputs.
 //
 // Problems in the inputs are returned together as an ErrorList, sorted by
@@ -74,6 +75,7 @@ func findInputs(root string) ([]input, error) {
 	for _, dir := range []struct{ dir, kind string }{
 		{ClustersDir, KindCluster}, {FleetsDir, KindFleet}, {JobsDir, KindGlobalJob},
 		{RoutesDir, KindTrafficRoute}, {PoliciesDir, KindFleetPolicy},
+		{ProvidersDir, KindProvider}, {AlertsDir, KindAlert},
 	} {
 		base := filepath.Join(root, dir.dir)
 		err := filepath.WalkDir(base, func(p string, e fs.DirEntry, err error) error {
@@ -248,6 +250,12 @@ func decodeDocument(file string, data []byte, kind, name string) (d *document, o
 	case KindFleetPolicy:
 		p := &FleetPolicy{}
 		obj, meta, src = p, &p.Metadata, &p.Source
+	case KindProvider:
+		p := &Provider{}
+		obj, meta, src = p, &p.Metadata, &p.Source
+	case KindAlert:
+		a := &Alert{}
+		obj, meta, src = a, &a.Metadata, &a.Source
 	default:
 		return d, nil, false
 	}

@@ -393,6 +393,9 @@ type Repo struct {
 	// TrafficRoutes and FleetPolicies are sorted by name too.
 	TrafficRoutes []*TrafficRoute
 	FleetPolicies []*FleetPolicy
+	// Providers and Alerts configure notifications; sorted by name.
+	Providers []*Provider
+	Alerts    []*Alert
 	// Warnings are problems that do not stop a render (e.g. a selector that
 	// matches no cluster), each naming file, line and field.
 	Warnings []*FieldError

@@ -70,6 +70,16 @@ func (v *validator) run() {
 		}
 	}
 	v.fleetExtensions()
+	for _, p := range v.r.Providers {
+		if v.valid[p] {
+			v.provider(p)
+		}
+	}
+	for _, a := range v.r.Alerts {
+		if v.valid[a] {
+			v.alert(a)
+		}
+	}
 	for _, res := range v.results {
 		v.errs = append(v.errs, res.doc.errs...)
 	}
@@ -130,6 +140,10 @@ func (v *validator) collect() {
 				v.r.TrafficRoutes = append(v.r.TrafficRoutes, obj)
 			case *FleetPolicy:
 				v.r.FleetPolicies = append(v.r.FleetPolicies, obj)
+			case *Provider:
+				v.r.Providers = append(v.r.Providers, obj)
+			case *Alert:
+				v.r.Alerts = append(v.r.Alerts, obj)
 			}
 		}
 	}
@@ -163,6 +177,10 @@ func objectName(obj any) string {
 	case *TrafficRoute:
 		return o.Metadata.Name
 	case *FleetPolicy:
+		return o.Metadata.Name
+	case *Provider:
+		return o.Metadata.Name
+	case *Alert:
 		return o.Metadata.Name
 	}
 	return ""

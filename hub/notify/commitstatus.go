@@ -37,6 +37,8 @@ type AppState struct {
 	// Rollout is the rollout's state ("" without one): Paused, Aborted,
 	// Failed hold it.
 	Rollout rollout.ProgressState
+	// Progress is the rollout as evaluated; nil without one.
+	Progress *rollout.Progress
 }
 
 // Observe gathers every application of the committed slices with the
@@ -74,7 +76,7 @@ func Observe(repo *fleet.Repo, committed fleetrender.CommittedTree, docs map[str
 			p := rollout.Evaluate(st, repo.Waves(a), ro.BakeDuration(), func(cluster string) rollout.ClusterProgress {
 				return fleetview.ObserveUnit(docs, cluster, name, targets[cluster])
 			}, now)
-			as.Rollout = p.State
+			as.Rollout, as.Progress = p.State, p
 			for _, w := range p.Waves {
 				for _, cp := range w.Clusters {
 					as.Clusters = append(as.Clusters, ClusterState{Cluster: cp.Cluster, Phase: cp.Phase, Reason: cp.Reason, Wave: w.Name})

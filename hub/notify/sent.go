@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/flotilla-gitops/flotilla/hub/forge"
 	"github.com/flotilla-gitops/flotilla/pkg/gitrepo"
@@ -31,6 +32,8 @@ var errRecordMoved = errors.New("notify record moved")
 type record struct {
 	// Statuses sent, oldest first; one per commit and context.
 	Statuses []forge.CommitStatus `json:"statuses"`
+	// Facts told, per provider: subject → value (Fact).
+	Facts map[string]map[string]string `json:"facts,omitempty"`
 }
 
 func (r *record) index(s forge.CommitStatus) int {
@@ -56,6 +59,100 @@ func (r *record) put(s forge.CommitStatus) {
 	if n := len(r.Statuses) - maxRecorded; n > 0 {
 		r.Statuses = r.Statuses[n:]
 	}
+}
+
+// Delivery is one event due to one provider, with what the provider was
+// told of its subject before, to give back if the send fails.
+type Delivery struct {
+	Route Route
+	Fact  Fact
+	prev  string
+	seen  bool
+}
+
+// ClaimEvents records the facts as told to every route's provider and
+// returns the events due: a fact whose value changed and tells something
+// the route's alerts want. At most max per provider: the rest are left as
+// they were, for the next run (a rate limit). Facts of subjects no longer
+// observed and providers no longer configured are forgotten.
+func (rec *Recorder) ClaimEvents(ctx context.Context, routes []Route, facts []Fact, max int) ([]Delivery, error) {
+	var due []Delivery
+	owners := map[string]bool{}
+	for _, f := range facts {
+		owners[owner(f.Subject)] = true
+	}
+	err := rec.update(ctx, "notify: telling", func(r *record) {
+		due = due[:0]
+		if r.Facts == nil {
+			r.Facts = map[string]map[string]string{}
+		}
+		configured := map[string]bool{}
+		for _, rt := range routes {
+			name := rt.Provider.Metadata.Name
+			configured[name] = true
+			told, baseline := r.Facts[name], r.Facts[name] == nil
+			if baseline {
+				told = map[string]string{}
+				r.Facts[name] = told
+			}
+			for subject := range told {
+				if !owners[owner(subject)] {
+					delete(told, subject)
+				}
+			}
+			n := 0
+			for _, f := range facts {
+				prev, seen := told[f.Subject]
+				if seen && prev == f.Value {
+					continue
+				}
+				if f.tells(prev, seen, baseline) && rt.Wants(f.Event) {
+					if n == max {
+						continue
+					}
+					n++
+					due = append(due, Delivery{Route: rt, Fact: f, prev: prev, seen: seen})
+				}
+				told[f.Subject] = f.Value
+			}
+		}
+		for name := range r.Facts {
+			if !configured[name] {
+				delete(r.Facts, name)
+			}
+		}
+	})
+	return due, err
+}
+
+// ReleaseEvents gives back claimed events whose sends failed: their
+// providers are told again by the next run (unless the facts changed
+// since).
+func (rec *Recorder) ReleaseEvents(ctx context.Context, failed []Delivery) error {
+	if len(failed) == 0 {
+		return nil
+	}
+	return rec.update(ctx, "notify: events not sent, to be retried", func(r *record) {
+		for _, d := range failed {
+			told := r.Facts[d.Route.Provider.Metadata.Name]
+			if told == nil || told[d.Fact.Subject] != d.Fact.Value {
+				continue
+			}
+			if d.seen {
+				told[d.Fact.Subject] = d.prev
+			} else {
+				delete(told, d.Fact.Subject)
+			}
+		}
+	})
+}
+
+// owner is the object a fact's subject belongs to: "cluster/a1",
+// "rollout/web" (of "rollout/web/wave/early").
+func owner(subject string) string {
+	kind, rest, _ := strings.Cut(subject, "/")
+	name, _, _ := strings.Cut(rest, "/")
+	return kind + "/" + name
 }
 
 // Recorder keeps the record on RecordRef of a remote.
