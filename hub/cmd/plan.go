@@ -12,8 +12,10 @@ import (
 
 	"github.com/flotilla-gitops/flotilla/hub/fleet"
 	"github.com/flotilla-gitops/flotilla/hub/fleetrender"
+	"github.com/flotilla-gitops/flotilla/hub/forge"
 	"github.com/flotilla-gitops/flotilla/hub/plan"
 	"github.com/flotilla-gitops/flotilla/pkg/plural"
+	"github.com/flotilla-gitops/flotilla/pkg/redact"
 )
 
 type planOptions struct {
@@ -36,7 +38,14 @@ type planOptions struct {
 	// posted or updated through forge's API.
 	commentOn int
 	forge     forgeFlags
+	// statusOn is the commit (a pull request's head) that gets the plan's
+	// commit status, for branch protection to require.
+	statusOn string
 }
+
+// PlanStatusContext is the commit status plan --status-on sets: branch
+// protection can require it.
+const PlanStatusContext = "flotilla/plan"
 
 func newPlanCommand() *cobra.Command {
 	o := &planOptions{}
@@ -63,6 +72,11 @@ json (a stable schema, see hub/plan).
 With --comment-on N the Markdown rendering is also posted as one comment on
 pull (merge) request N through the forge's API (--forge github, gitlab or
 gitea), and edited in place by later runs: one sticky comment per request.
+With --status-on COMMIT (the pull request's head) plan also sets the commit
+status flotilla/plan there: success when every unit renders (saying how
+many clusters change), failure when the inputs are invalid or a unit does
+not render. Branch protection that requires flotilla/plan then refuses to
+merge a change whose plan fails, whichever CI runs it.
 The API token is read from $FLOTILLA_FORGE_TOKEN.
 
 Exit codes, as diff(1): 0 no changes, 1 changes, 2 error (invalid input, or a
@@ -103,6 +117,7 @@ the forge refused).`,
 	f.IntVar(&o.maxBytes, "max-bytes", plan.DefaultMaxBytes, "largest Markdown output; longer plans are truncated with a note")
 	f.StringVar(&o.mdFile, "markdown-file", "", "also write the Markdown rendering to this file (CI: the full plan in the log, the comment from the same run)")
 	f.IntVar(&o.commentOn, "comment-on", 0, "also post the Markdown plan as the sticky comment of this pull (merge) request, through --forge's API")
+	f.StringVar(&o.statusOn, "status-on", "", "also set the commit status "+PlanStatusContext+" on this commit (the pull request's head), through --forge's API")
 	o.forge.bind(f)
 	f.BoolVar(&o.progress, "progress", false, "report progress on stderr even when it is not a terminal")
 	f.StringVar(&o.statusRepo, "status-repo", "", "where GlobalJob BestFit placement reads the clusters' status (capacity), as for render: a URL or directory (default: --repo's own status refs when it is a Git repository)")
@@ -135,37 +150,47 @@ func runPlan(ctx context.Context, stdout, stderr io.Writer, o *planOptions, char
 	if o.progress || isTerminal(stderr) {
 		opts.Progress = func(msg string) { fmt.Fprintln(stderr, msg) }
 	}
+	var client *forge.Client
+	if o.commentOn > 0 || o.statusOn != "" {
+		var err error
+		if client, err = o.forge.client(30 * time.Second); err != nil {
+			return err
+		}
+	}
 	p, err := plan.Compute(ctx, opts)
 	if err != nil {
 		var list fleet.ErrorList
-		if errors.As(err, &list) {
-			for _, e := range list {
-				fmt.Fprintln(stderr, e.Error())
-			}
-			fmt.Fprintf(stderr, "%s found\n", plural.Count(len(list), "problem", "problems"))
-			return exitError{code: ExitError}
+		if !errors.As(err, &list) {
+			return errors.Join(err, o.setStatus(ctx, stderr, client, forge.StateFailure, "the plan failed: "+redact.New().Error(err)))
 		}
-		return err
+		problems := make([]string, len(list))
+		for i, e := range list {
+			problems[i] = e.Error()
+			fmt.Fprintln(stderr, problems[i])
+		}
+		fmt.Fprintf(stderr, "%s found\n", plural.Count(len(list), "problem", "problems"))
+		if err := errors.Join(o.publish(ctx, stderr, client, plan.MarkdownProblems(problems, o.maxBytes)),
+			o.setStatus(ctx, stderr, client, forge.StateFailure, "the fleet repo does not load: "+plural.Count(len(list), "problem", "problems"))); err != nil {
+			return err
+		}
+		return exitError{code: ExitError}
 	}
 	color := o.output == plan.FormatText && !o.noColor && isTerminal(stdout)
 	if err := plan.Write(stdout, p, o.output, plan.FormatOptions{Color: color, MaxBytes: o.maxBytes}); err != nil {
 		return err
 	}
-	if o.mdFile != "" {
-		if err := os.WriteFile(o.mdFile, []byte(plan.Markdown(p, o.maxBytes)), 0o644); err != nil {
-			return fmt.Errorf("--markdown-file: %w", err)
-		}
+	if err := o.publish(ctx, stderr, client, plan.Markdown(p, o.maxBytes)); err != nil {
+		return err
 	}
-	if o.commentOn > 0 {
-		client, err := o.forge.client(30 * time.Second)
-		if err != nil {
-			return err
-		}
-		id, err := client.UpsertComment(ctx, o.commentOn, plan.MarkdownMarker, plan.Markdown(p, o.maxBytes))
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(stderr, "plan comment %d on #%d\n", id, o.commentOn)
+	state, desc := forge.StateSuccess, "no cluster changes"
+	switch {
+	case p.Failed:
+		state, desc = forge.StateFailure, "a unit does not render at head: see the plan"
+	case !p.Empty():
+		desc = plural.Count(len(p.Clusters), "cluster changes", "clusters change")
+	}
+	if err := o.setStatus(ctx, stderr, client, state, desc); err != nil {
+		return err
 	}
 	switch {
 	case p.Failed:
@@ -173,6 +198,36 @@ func runPlan(ctx context.Context, stdout, stderr io.Writer, o *planOptions, char
 	case !p.Empty():
 		return exitError{code: ExitChanges}
 	}
+	return nil
+}
+
+// publish writes the Markdown plan to --markdown-file and posts it as the
+// sticky comment of --comment-on, as far as they are given.
+func (o *planOptions) publish(ctx context.Context, stderr io.Writer, client *forge.Client, md string) error {
+	if o.mdFile != "" {
+		if err := os.WriteFile(o.mdFile, []byte(md), 0o644); err != nil {
+			return fmt.Errorf("--markdown-file: %w", err)
+		}
+	}
+	if o.commentOn > 0 {
+		id, err := client.UpsertComment(ctx, o.commentOn, plan.MarkdownMarker, md)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stderr, "plan comment %d on #%d\n", id, o.commentOn)
+	}
+	return nil
+}
+
+// setStatus sets the plan's commit status on --status-on, when given.
+func (o *planOptions) setStatus(ctx context.Context, stderr io.Writer, client *forge.Client, state forge.State, desc string) error {
+	if o.statusOn == "" || client == nil {
+		return nil
+	}
+	if err := client.SetStatus(ctx, forge.CommitStatus{Commit: o.statusOn, Context: PlanStatusContext, State: state, Description: desc}); err != nil {
+		return err
+	}
+	fmt.Fprintf(stderr, "%s %s on %s: %s\n", PlanStatusContext, state, shortRev(o.statusOn), desc)
 	return nil
 }
 

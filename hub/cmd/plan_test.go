@@ -9,15 +9,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"testing"
 
-	"gopkg.in/yaml.v3"
-
 	"github.com/flotilla-gitops/flotilla/hub/plan"
+	"github.com/flotilla-gitops/flotilla/test/cijob"
 	"github.com/flotilla-gitops/flotilla/test/gitea"
 )
 
@@ -191,12 +188,13 @@ func TestPlanCommandExitCodesAndFormats(t *testing.T) {
 	}
 }
 
-// TestTemplateCIRunsThePlan runs the flotilla commands of the template's CI
-// definitions, as written there, on a pull request of the template (the
-// CI variables replaced by what they hold on a forge): validate and
-// render --check pass, plan exits 1 (changes, which the scripts do not
-// treat as a failure) and writes the Markdown the scripts post, which
-// starts with the marker they find their previous comment by.
+// TestTemplateCIRunsThePlan runs the template's checks as written, with
+// bash and this checkout's CLI on PATH, on a pull request of the template:
+// the GitHub workflow's validate and render --check steps, and the GitLab
+// job's whole script without a token (the plan in the log and plan.md,
+// which starts with the marker the sticky note is found by). The GitHub
+// Plan step, which talks to the forge, runs against a real Gitea in
+// TestTemplatePlanJobOnGitea.
 func TestTemplateCIRunsThePlan(t *testing.T) {
 	dir := planTemplateRepo(t)
 	// A forge's checkout has the target branch as a remote branch.
@@ -206,101 +204,164 @@ func TestTemplateCIRunsThePlan(t *testing.T) {
 		t.Fatal(err)
 	}
 	mainSHA := strings.TrimSpace(string(out))
-	t.Chdir(dir) // CI runs in the checkout
+	_, cliEnv := cijob.CLIOnPath(t, "flotilla")
+	env := append(os.Environ(), cliEnv...)
+	ctx := context.Background()
 
-	for _, ci := range []struct {
-		file string
-		vars map[string]string
+	gh, err := cijob.Load(filepath.Join(templateDir, ".github/workflows/flotilla.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, step := range []string{"Validate the fleet repo", "rendered/ is up to date"} {
+		script, err := cijob.GitHubStep(gh, "plan", step)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out, err := cijob.Run(ctx, dir, script, append(env, cijob.GitHubEnv(gh)...)); err != nil {
+			t.Errorf("GitHub step %q: %v\n%s", step, err, out)
+		}
+	}
+
+	gl, err := cijob.Load(filepath.Join(templateDir, ".gitlab-ci.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	script, err := cijob.GitLabScript(gl, "flotilla")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"--comment-on \"$CI_MERGE_REQUEST_IID\"", "--status-on \"$CI_COMMIT_SHA\"", "--forge gitlab"} {
+		if !strings.Contains(script, want) {
+			t.Errorf("the GitLab job does not pass %s to plan", want)
+		}
+	}
+	glEnv := append(append(env, cijob.GitLabVariables(gl, "flotilla")...), "CI_MERGE_REQUEST_DIFF_BASE_SHA="+mainSHA, "FLOTILLA_GITLAB_TOKEN=")
+	out2, err := cijob.Run(ctx, dir, script, glEnv)
+	if err != nil || !strings.Contains(out2, "nginx: member1 3→2 replicas, member2 1→2") {
+		t.Fatalf("the GitLab job: %v\n%s", err, out2)
+	}
+	md, err := os.ReadFile(filepath.Join(dir, "plan.md"))
+	if err != nil || !strings.HasPrefix(string(md), plan.MarkdownMarker) || !strings.Contains(string(md), "nginx: member1 3→2 replicas, member2 1→2") {
+		t.Errorf("the GitLab job's plan.md (%v):\n%s", err, md)
+	}
+}
+
+// TestTemplatePlanJobOnGitea runs the template's GitHub plan job as Gitea
+// Actions would run it (FLOTILLA_FORGE=gitea, GITHUB_SERVER_URL Gitea's),
+// step by step as written, the CLI on PATH, against a real Gitea whose
+// main requires the status flotilla/plan: a pull request whose plan
+// passes gets the plan comment (edited, not repeated, by a second run) and
+// a success status and merges; one whose fleet repo does not load fails
+// validation, gets a comment naming the problem and a failure status, and
+// Gitea refuses to merge it.
+func TestTemplatePlanJobOnGitea(t *testing.T) {
+	dir := planTemplateRepo(t)
+	planGit(t, dir, "checkout", "-q", "-b", "broken", "main")
+	editFile(t, filepath.Join(dir, "apps", "nginx", "app.yaml"), "spec:\n", "spec:\n  replica: 3\n")
+	planGit(t, dir, "commit", "-q", "-am", "a typo")
+
+	srv := gitea.Start(t)
+	ctx := context.Background()
+	srv.CreateRepo(t, "fleet")
+	repo := srv.Repo("fleet")
+	planGit(t, dir, "push", "-q", srv.GitURL("fleet"), "main", "feature", "broken")
+	if err := srv.API(ctx, http.MethodPost, "/api/v1/repos/"+repo+"/branch_protections", map[string]any{
+		"rule_name": "main", "enable_status_check": true, "status_check_contexts": []string{PlanStatusContext},
+	}, nil); err != nil {
+		t.Fatal(err)
+	}
+	doc, err := cijob.Load(filepath.Join(templateDir, ".github/workflows/flotilla.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if step := stepNamed(cijob.GitHubSteps(doc, "plan"), "Plan"); step["if"] != "${{ !cancelled() }}" {
+		t.Errorf("the Plan step runs if %v, want after a failed validation too", step["if"])
+	}
+	_, cliEnv := cijob.CLIOnPath(t, "flotilla")
+
+	for _, tc := range []struct {
+		branch    string
+		validates bool
+		exit      string
+		state     string
+		comment   string
 	}{
-		{".github/workflows/flotilla.yml", map[string]string{"${{ github.base_ref }}": "main"}},
-		{".gitlab-ci.yml", map[string]string{"${CI_MERGE_REQUEST_DIFF_BASE_SHA}": mainSHA}},
+		{"feature", true, "1", "success", "nginx: member1 3→2 replicas, member2 1→2"},
+		{"broken", false, "2", "failure", "apps/nginx/app.yaml:"},
 	} {
-		t.Run(ci.file, func(t *testing.T) {
-			data, err := os.ReadFile(ci.file)
+		t.Run(tc.branch, func(t *testing.T) {
+			pr := srv.CreatePull(t, "fleet", tc.branch, "main")
+			clone := filepath.Join(t.TempDir(), "clone")
+			planGit(t, "", "clone", "-q", "--branch", tc.branch, srv.GitURL("fleet"), clone)
+			out, err := exec.Command("git", "-C", clone, "rev-parse", "HEAD").Output()
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !strings.Contains(string(data), "'"+plan.MarkdownMarker+"'") {
-				t.Errorf("%s does not look for its previous comment by the marker %q", ci.file, plan.MarkdownMarker)
+			head := strings.TrimSpace(string(out))
+			runner := t.TempDir()
+			env := append(append(os.Environ(), cliEnv...), cijob.GitHubEnv(doc)...)
+			env = append(env, "FLOTILLA_FORGE=gitea", "GITHUB_SERVER_URL="+srv.URL, "GITHUB_REPOSITORY="+repo,
+				"GITHUB_OUTPUT="+filepath.Join(runner, "output"), "GITHUB_STEP_SUMMARY="+filepath.Join(runner, "summary"))
+
+			validate, err := cijob.GitHubStep(doc, "plan", "Validate the fleet repo")
+			if err != nil {
+				t.Fatal(err)
 			}
-			var doc any
-			if err := yaml.Unmarshal(data, &doc); err != nil {
-				t.Fatalf("%s: %v", ci.file, err)
+			if out, err := cijob.Run(ctx, clone, validate, env); (err == nil) != tc.validates {
+				t.Fatalf("validate: %v, want passing %v\n%s", err, tc.validates, out)
 			}
-			var ran []string
-			for _, line := range ciCommandLines(doc) {
-				args := ciArgs(t, line, ci.vars)
-				os.Remove("plan.md")
-				stdout, stderr, code := planCLI(t, args[1:]...)
-				want := ExitOK
-				if args[1] == "plan" {
-					want = ExitChanges
-				}
-				if code != want {
-					t.Fatalf("%s: exit %d, want %d\n%s%s", line, code, want, stdout, stderr)
-				}
-				if i := slices.Index(args, "--markdown-file"); i > 0 {
-					md, err := os.ReadFile(args[i+1])
-					if err != nil || !strings.HasPrefix(string(md), plan.MarkdownMarker) || len(md) > plan.DefaultMaxBytes ||
-						!strings.Contains(string(md), "nginx: member1 3→2 replicas, member2 1→2") {
-						t.Errorf("%s: the comment (%v):\n%s", line, err, md)
-					}
-				}
-				ran = append(ran, strings.Join(args[1:min(3, len(args))], " "))
+			script, err := cijob.GitHubStep(doc, "plan", "Plan")
+			if err != nil {
+				t.Fatal(err)
 			}
-			for _, want := range []string{"validate", "render --check", "plan --base"} {
-				if !slices.Contains(ran, want) {
-					t.Errorf("%s runs %q, not flotilla %s", ci.file, ran, want)
+			stepEnv, err := cijob.GitHubStepEnv(doc, "plan", "Plan", map[string]string{
+				"github.token": srv.Token, "github.event.pull_request.number": strconv.Itoa(pr),
+				"github.event.pull_request.head.sha": head, "github.base_ref": "main",
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for range 2 { // a second push re-runs the job
+				if out, err := cijob.Run(ctx, clone, script, append(env, stepEnv...)); err != nil {
+					t.Fatalf("the Plan step: %v\n%s", err, out)
 				}
+			}
+			if got, _ := os.ReadFile(filepath.Join(runner, "output")); !strings.HasSuffix(string(got), "exit="+tc.exit+"\n") {
+				t.Errorf("the Plan step's outputs %q, want exit=%s", got, tc.exit)
+			}
+
+			var comments []struct{ Body string }
+			if err := srv.API(ctx, http.MethodGet, fmt.Sprintf("/api/v1/repos/%s/issues/%d/comments", repo, pr), nil, &comments); err != nil {
+				t.Fatal(err)
+			}
+			if len(comments) != 1 || !strings.HasPrefix(comments[0].Body, plan.MarkdownMarker) || !strings.Contains(comments[0].Body, tc.comment) {
+				t.Errorf("comments on #%d after two runs: %+v, want one plan saying %q", pr, comments, tc.comment)
+			}
+			var statuses []struct{ Context, Status string }
+			if err := srv.API(ctx, http.MethodGet, "/api/v1/repos/"+repo+"/statuses/"+head, nil, &statuses); err != nil {
+				t.Fatal(err)
+			}
+			if len(statuses) == 0 || statuses[0].Context != PlanStatusContext || statuses[0].Status != tc.state {
+				t.Errorf("statuses of %s: %+v, want %s %s", head, statuses, PlanStatusContext, tc.state)
+			}
+
+			srv.WaitMergeable(t, "fleet", pr)
+			err = srv.API(ctx, http.MethodPost, fmt.Sprintf("/api/v1/repos/%s/pulls/%d/merge", repo, pr), map[string]string{"Do": "merge"}, nil)
+			t.Logf("merge of #%d: %v", pr, err)
+			if merged := err == nil; merged != (tc.state == "success") {
+				t.Errorf("merge of #%d with flotilla/plan %s: %v", pr, tc.state, err)
 			}
 		})
 	}
 }
 
-// ciCommandLines are the shell lines of a CI definition that run flotilla,
-// wherever they are (GitHub steps' run, GitLab script entries).
-func ciCommandLines(node any) []string {
-	var out []string
-	switch n := node.(type) {
-	case string:
-		for _, line := range strings.Split(n, "\n") {
-			if line = strings.TrimSpace(line); strings.HasPrefix(line, "flotilla ") {
-				out = append(out, line)
-			}
-		}
-	case []any:
-		for _, v := range n {
-			out = append(out, ciCommandLines(v)...)
-		}
-	case map[string]any:
-		keys := make([]string, 0, len(n))
-		for k := range n {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		for _, k := range keys {
-			out = append(out, ciCommandLines(n[k])...)
+func stepNamed(steps []map[string]any, name string) map[string]any {
+	for _, s := range steps {
+		if s["name"] == name {
+			return s
 		}
 	}
-	return out
-}
-
-// ciArgs splits a CI shell line into arguments after replacing the CI
-// variables; a variable the test does not know fails it.
-func ciArgs(t *testing.T, line string, vars map[string]string) []string {
-	t.Helper()
-	s := line
-	for k, v := range vars {
-		s = strings.ReplaceAll(s, k, v)
-	}
-	if strings.ContainsAny(s, "$`|;&<>") {
-		t.Fatalf("%q: unknown CI variable or shell syntax", line)
-	}
-	args := strings.Fields(s)
-	for i, a := range args {
-		args[i] = strings.Trim(a, `"'`)
-	}
-	return args
+	return nil
 }
 
 // TestPlanCommentsOnGitea: plan --comment-on posts the Markdown plan on a

@@ -195,3 +195,14 @@ func sliceSource(t *testing.T, srv *gitserver.Server, repo, commit string) strin
 	t.Helper()
 	return gitIn(t, srv.RepoPath(repo), "log", "-1", "--format=%(trailers:key="+gitrepo.SliceSourceTrailer+",valueonly)", commit)
 }
+
+// ciCommandLines are the lines of a job script that run flotilla.
+func ciCommandLines(script string) []string {
+	var out []string
+	for _, line := range strings.Split(script, "\n") {
+		if line = strings.TrimSpace(line); strings.HasPrefix(line, "flotilla ") {
+			out = append(out, line)
+		}
+	}
+	return out
+}

@@ -332,3 +332,26 @@ func writeObjectsMarkdown(b *strings.Builder, objs []ObjectPlan, diffs, hooks bo
 	}
 	b.WriteString("\n" + codeBlock("diff", d.String()))
 }
+
+// MarkdownProblems is the comment of a plan that could not be computed
+// because the fleet repo does not load at head: the problems, each
+// naming file, line and field, so the pull request says what to fix.
+func MarkdownProblems(problems []string, maxBytes int) string {
+	if maxBytes <= 0 {
+		maxBytes = DefaultMaxBytes
+	}
+	var b strings.Builder
+	b.WriteString(MarkdownMarker + "\n")
+	fmt.Fprintf(&b, "### Flotilla plan: the fleet repo does not load\n\n**%s** at head; nothing can be planned until they are fixed:\n\n```\n",
+		plural.Count(len(problems), "problem", "problems"))
+	for _, p := range problems {
+		line := strings.ReplaceAll(p, "```", "'''") + "\n"
+		if b.Len()+len(line)+footerReserve > maxBytes {
+			b.WriteString("…\n")
+			break
+		}
+		b.WriteString(line)
+	}
+	b.WriteString("```\n")
+	return b.String()
+}

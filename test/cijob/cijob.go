@@ -53,6 +53,42 @@ func GitHubSteps(doc map[string]any, job string) []map[string]any {
 	return out
 }
 
+// GitHubStepEnv is the env of the step named step as KEY=value, sorted,
+// each ${{ expression }} replaced by what the forge would give it
+// (contexts maps the expression, e.g. "github.token", to its value); an
+// expression contexts does not hold is an error.
+func GitHubStepEnv(doc map[string]any, job, step string, contexts map[string]string) ([]string, error) {
+	for _, s := range GitHubSteps(doc, job) {
+		if s["name"] != step {
+			continue
+		}
+		env, _ := s["env"].(map[string]any)
+		out := vars(env)
+		for i, kv := range out {
+			k, v, _ := strings.Cut(kv, "=")
+			for {
+				start := strings.Index(v, "${{")
+				if start < 0 {
+					break
+				}
+				end := strings.Index(v[start:], "}}")
+				if end < 0 {
+					return nil, fmt.Errorf("step %q: %s: unterminated expression", step, k)
+				}
+				expr := strings.TrimSpace(v[start+3 : start+end])
+				val, ok := contexts[expr]
+				if !ok {
+					return nil, fmt.Errorf("step %q: %s: no value for ${{ %s }}", step, k, expr)
+				}
+				v = v[:start] + val + v[start+end+2:]
+			}
+			out[i] = k + "=" + v
+		}
+		return out, nil
+	}
+	return nil, fmt.Errorf("no step %q in job %q", step, job)
+}
+
 // GitHubEnv is a workflow's top-level env as KEY=value, sorted.
 func GitHubEnv(doc map[string]any) []string {
 	env, _ := doc["env"].(map[string]any)

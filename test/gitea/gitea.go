@@ -300,17 +300,10 @@ func (s *Server) CreatePull(t testing.TB, repo, head, base string) int {
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()
 	for _, branch := range []string{base, head} {
-		for {
+		s.waitFor(ctx, t, "branch "+branch+" of "+repo+" to appear", func() (bool, error) {
 			err := s.call(ctx, http.MethodGet, "/api/v1/repos/"+s.Repo(repo)+"/branches/"+branch, false, nil, nil)
-			if err == nil {
-				break
-			}
-			select {
-			case <-ctx.Done():
-				t.Fatalf("branch %s of %s never appeared in Gitea: %v", branch, repo, err)
-			case <-time.After(100 * time.Millisecond):
-			}
-		}
+			return err == nil, err
+		})
 	}
 	var pr struct {
 		Number int `json:"number"`
@@ -320,6 +313,38 @@ func (s *Server) CreatePull(t testing.TB, repo, head, base string) int {
 		t.Fatalf("open pull request %s → %s: %v", head, base, err)
 	}
 	return pr.Number
+}
+
+// WaitMergeable waits until Gitea has checked that pull request number
+// merges without conflicts (it checks in a queue after the pull request
+// is opened); whether its branch protection lets it merge is not judged.
+func (s *Server) WaitMergeable(t testing.TB, repo string, number int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
+	defer cancel()
+	s.waitFor(ctx, t, fmt.Sprintf("pull request #%d of %s to be mergeable", number, repo), func() (bool, error) {
+		var pr struct {
+			Mergeable bool `json:"mergeable"`
+		}
+		err := s.call(ctx, http.MethodGet, fmt.Sprintf("/api/v1/repos/%s/pulls/%d", s.Repo(repo), number), false, nil, &pr)
+		return err == nil && pr.Mergeable, err
+	})
+}
+
+// waitFor polls done until it is true, failing the test when ctx ends.
+func (s *Server) waitFor(ctx context.Context, t testing.TB, what string, done func() (bool, error)) {
+	t.Helper()
+	for {
+		ok, err := done()
+		if ok {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("waited for %s: %v", what, err)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 // Commit commits files (path → content) on top of branch of the admin's
