@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -51,6 +52,7 @@ type notifyOptions struct {
 	dryRun         bool
 	credentialsDir string
 	maxEvents      int
+	exitCode       bool
 }
 
 func newNotifyCommand() *cobra.Command {
@@ -70,7 +72,10 @@ flotilla/<application>:
   success  every cluster the commit's slices give it to is Ready at it
   failure  a cluster failed it, named with the reason
 
-with a link to the dashboard when --dashboard-url is set.
+with a link to the dashboard when --dashboard-url is set. An earlier commit
+whose statuses were left pending gets the head's when only rendered/ changed
+since (rollout advances carry its change on), so a merged commit's status
+follows its rollout to success or failure.
 
 Events (when the fleet repo has a Provider and an Alert in notifications/):
 a cluster turns Failing, DecryptionFailed, Unreachable, Untrusted,
@@ -94,8 +99,8 @@ The forge's API token is read from $FLOTILLA_FORGE_TOKEN; it is also the
 password of the pushes to refs/flotilla/notify unless --git-credentials-dir
 gives other credentials.
 
-Exit codes: 0 everything told is up to date, 2 an error (a failed send
-included).`,
+Exit codes: 0 everything told is up to date, 1 (with --exit-code) a status
+is pending, 2 an error (a failed send included).`,
 		Example: `  # In the template's rollout job (GitHub Actions)
   FLOTILLA_FORGE_TOKEN=$GITHUB_TOKEN flotilla notify --forge github \
     --forge-url "$GITHUB_SERVER_URL" --forge-repo "$GITHUB_REPOSITORY"
@@ -118,6 +123,7 @@ included).`,
 	f.StringVar(&o.recordRepo, "record-repo", "", "where refs/flotilla/notify is kept: a URL (default: --repo's origin)")
 	f.BoolVar(&o.dryRun, "dry-run", false, "compute the statuses and events and print them; send and record nothing")
 	f.StringVar(&o.credentialsDir, "credentials-dir", "", "directory with the providers' secrets: <name>/address and <name>/token, for those not in $FLOTILLA_NOTIFY_<NAME>_ADDRESS and _TOKEN")
+	f.BoolVar(&o.exitCode, "exit-code", false, "exit 1 while a commit status is pending (its clusters still apply the change), as diff(1): a CI job follows until it settles")
 	f.IntVar(&o.maxEvents, "max-events", 30, "events sent to one provider per run; the rest go with the next run")
 	return c
 }
@@ -177,7 +183,15 @@ func runNotify(ctx context.Context, stdout, stderr io.Writer, o *notifyOptions) 
 	}
 	var errs []error
 	if client != nil {
-		if err := sendStatuses(ctx, stderr, client, rec, head.Hash, statuses); err != nil {
+		pending, err := rec.Pending(ctx)
+		if err != nil {
+			return err
+		}
+		followed, err := notify.Follow(ctx, root, head.Hash, pending, statuses)
+		if err != nil {
+			return err
+		}
+		if err := sendStatuses(ctx, stderr, client, rec, head.Hash, append(statuses, followed...)); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -188,7 +202,13 @@ func runNotify(ctx context.Context, stdout, stderr io.Writer, o *notifyOptions) 
 	if err != nil {
 		errs = append(errs, err)
 	}
-	return errors.Join(errs...)
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	if o.exitCode && slices.ContainsFunc(statuses, func(s forge.CommitStatus) bool { return s.State == forge.StatePending }) {
+		return exitError{code: ExitChanges}
+	}
+	return nil
 }
 
 // snapshot reads the fleet view and the clusters' documents in one pass,

@@ -2,17 +2,11 @@ package cmd
 
 import (
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
-	"io"
 	"net/http"
-	"net/http/httptest"
 	"os/exec"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -24,6 +18,7 @@ import (
 	"github.com/flotilla-gitops/flotilla/test/gitea"
 	"github.com/flotilla-gitops/flotilla/test/gitserver"
 	"github.com/flotilla-gitops/flotilla/test/treefile"
+	"github.com/flotilla-gitops/flotilla/test/webhookrecv"
 )
 
 // notifyWorkTree is rolloutWorkTree committed to a Git repository of its
@@ -121,56 +116,6 @@ func TestNotifyOnGitea(t *testing.T) {
 	}
 }
 
-// hookReceiver is a webhook receiver that checks generic-hmac's signature
-// and keeps the events it accepted; failNext makes it answer 500 once.
-type hookReceiver struct {
-	mu       sync.Mutex
-	key      string
-	events   []notify.Event
-	bodies   []map[string]any
-	failNext bool
-	refused  int
-}
-
-func (h *hookReceiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	body, _ := io.ReadAll(r.Body)
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.key != "" {
-		mac := hmac.New(sha256.New, []byte(h.key))
-		mac.Write(body)
-		if !hmac.Equal([]byte(r.Header.Get("X-Signature")), []byte("sha256="+hex.EncodeToString(mac.Sum(nil)))) {
-			h.refused++
-			http.Error(w, "bad signature", http.StatusUnauthorized)
-			return
-		}
-	}
-	if h.failNext {
-		h.failNext = false
-		http.Error(w, "try later", http.StatusInternalServerError)
-		return
-	}
-	var e notify.Event
-	var raw map[string]any
-	if json.Unmarshal(body, &e) != nil || json.Unmarshal(body, &raw) != nil {
-		http.Error(w, "not JSON", http.StatusBadRequest)
-		return
-	}
-	h.events = append(h.events, e)
-	h.bodies = append(h.bodies, raw)
-}
-
-// received lists the events as "Reason Kind/name".
-func (h *hookReceiver) received() []string {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	var out []string
-	for _, e := range h.events {
-		out = append(out, e.Reason+" "+e.InvolvedObject.Kind+"/"+e.InvolvedObject.Name)
-	}
-	return out
-}
-
 // TestNotifyWebhooks: events from the fleet repo's Providers and Alerts
 // reach a generic-hmac receiver that checks the signature, and a Slack
 // webhook whose URL is a secret, each once across runs (each run a new
@@ -179,17 +124,13 @@ func (h *hookReceiver) received() []string {
 // error gets no recovery; the secrets show in no output.
 func TestNotifyWebhooks(t *testing.T) {
 	const hmacKey = "hmac-key-of-the-ops-hook"
-	ops := &hookReceiver{key: hmacKey}
-	opsSrv := httptest.NewServer(ops)
-	defer opsSrv.Close()
-	slack := &hookReceiver{}
-	slackSrv := httptest.NewServer(slack)
-	defer slackSrv.Close()
-	slackURL := slackSrv.URL + "/services/T000/B000/secret-slack-path"
+	ops := webhookrecv.Start(t, hmacKey)
+	slack := webhookrecv.Start(t, "")
+	slackURL := slack.URL + "/services/T000/B000/secret-slack-path"
 
 	dir, _, srv, pub := notifyWorkTree(t, map[string]string{
 		"notifications/providers/ops.yaml": "apiVersion: flotilla.dev/v1alpha1\nkind: Provider\nmetadata:\n  name: ops\nspec:\n  type: generic-hmac\n" +
-			"  address: " + opsSrv.URL + "/events\n  secretRef: {name: ops-hook}\n",
+			"  address: " + ops.URL + "/events\n  secretRef: {name: ops-hook}\n",
 		"notifications/providers/slack.yaml": "apiVersion: flotilla.dev/v1alpha1\nkind: Provider\nmetadata:\n  name: slack\nspec:\n  type: slack\n" +
 			"  channel: fleet\n  secretRef: {name: slack}\n",
 		"notifications/alerts/prod.yaml": "apiVersion: flotilla.dev/v1alpha1\nkind: Alert\nmetadata:\n  name: prod\nspec:\n" +
@@ -228,18 +169,19 @@ func TestNotifyWebhooks(t *testing.T) {
 	pub.publish("a1", failing)
 	run(true)
 	want := []string{"Failing Cluster/a1", "WaveHeld Application/web"}
-	if got := ops.received(); !slices.Equal(got, want) {
+	if got := ops.Received(); !slices.Equal(got, want) {
 		t.Fatalf("ops received %v, want %v", got, want)
 	}
-	if got := slack.received(); len(got) != 2 {
-		t.Fatalf("slack received %v, want both errors", slack.bodies)
+	if got := slack.Received(); len(got) != 2 {
+		t.Fatalf("slack received %v, want both errors", slack.Bodies())
 	}
-	att := slack.bodies[0]["attachments"].([]any)[0].(map[string]any)
-	if slack.bodies[0]["channel"] != "fleet" || att["color"] != "danger" || att["title"] != "Failing: Cluster/a1" ||
+	msg := slack.Bodies()[0]
+	att := msg["attachments"].([]any)[0].(map[string]any)
+	if msg["channel"] != "fleet" || att["color"] != "danger" || att["title"] != "Failing: Cluster/a1" ||
 		!strings.Contains(att["text"].(string), "cluster a1 is Failing") {
-		t.Errorf("slack message: %v", slack.bodies[0])
+		t.Errorf("slack message: %v", msg)
 	}
-	if e := ops.events[0]; e.Severity != "error" || e.Controller != "flotilla-notify" || e.Metadata["fleets"] != "prod" {
+	if e := ops.Events()[0]; e.Severity != "error" || e.Controller != "flotilla-notify" || e.Metadata["fleets"] != "prod" {
 		t.Errorf("ops event: %+v", e)
 	}
 
@@ -250,9 +192,7 @@ func TestNotifyWebhooks(t *testing.T) {
 
 	// The canary recovers while the receiver fails: the run fails, naming
 	// the provider, and the next run tells the recovery, once.
-	ops.mu.Lock()
-	ops.failNext = true
-	ops.mu.Unlock()
+	ops.FailNext()
 	pub.publish("a1", readyUnit(unitHash(t, dir, "a1"), time.Now().Add(-time.Minute)))
 	if stderr := run(false); !strings.Contains(stderr, "provider ops: HTTP 500") {
 		t.Errorf("failed send: %s", stderr)
@@ -260,13 +200,13 @@ func TestNotifyWebhooks(t *testing.T) {
 	run(true)
 	run(true)
 	want = append(want, "Recovered Cluster/a1")
-	if got := ops.received(); !slices.Equal(got, want) {
+	if got := ops.Received(); !slices.Equal(got, want) {
 		t.Errorf("ops received %v, want %v", got, want)
 	}
-	if got := slack.received(); len(got) != 2 {
+	if got := slack.Received(); len(got) != 2 {
 		t.Errorf("slack (errors only) received %v", got)
 	}
-	if ops.refused > 0 {
-		t.Errorf("%d sends to ops were not signed with its key", ops.refused)
+	if n := ops.Refused(); n > 0 {
+		t.Errorf("%d sends to ops were not signed with its key", n)
 	}
 }

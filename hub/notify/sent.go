@@ -61,6 +61,27 @@ func (r *record) put(s forge.CommitStatus) {
 	}
 }
 
+// Pending are the statuses last sent as pending, newest first, at most
+// one list per commit: the commits whose statuses may follow the head
+// (Follow).
+func (rec *Recorder) Pending(ctx context.Context) ([]forge.CommitStatus, error) {
+	data, err := rec.read(ctx)
+	if err != nil || len(data) == 0 {
+		return nil, err
+	}
+	var r record
+	if err := json.Unmarshal(data, &r); err != nil {
+		return nil, fmt.Errorf("%s: %s: %w", RecordRef, recordFile, err)
+	}
+	var out []forge.CommitStatus
+	for i := len(r.Statuses) - 1; i >= 0; i-- {
+		if r.Statuses[i].State == forge.StatePending {
+			out = append(out, r.Statuses[i])
+		}
+	}
+	return out, nil
+}
+
 // Delivery is one event due to one provider, with what the provider was
 // told of its subject before, to give back if the send fails.
 type Delivery struct {
