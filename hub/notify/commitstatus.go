@@ -95,12 +95,12 @@ func Observe(repo *fleet.Repo, committed fleetrender.CommittedTree, docs map[str
 }
 
 // Summarize is the application's commit status: failure naming the
-// failing clusters and why; success once every cluster it targets is
+// failing clusters, where a rollout is held, and why; success once every cluster it targets is
 // Ready at the commit; pending otherwise, saying how many are Ready, which
 // wait and at which wave a rollout holds.
 func Summarize(commit string, a AppState, targetURL string) forge.CommitStatus {
 	cs := forge.CommitStatus{Commit: commit, Context: ContextPrefix + a.Application, TargetURL: targetURL}
-	var ready, failed, waiting []string
+	var ready, failed, waiting, reasons []string
 	held := map[string]int{}
 	var heldWaves []string
 	for _, c := range a.Clusters {
@@ -108,7 +108,8 @@ func Summarize(commit string, a AppState, targetURL string) forge.CommitStatus {
 		case rollout.PhaseReady:
 			ready = append(ready, c.Cluster)
 		case rollout.PhaseFailed:
-			failed = append(failed, c.Cluster+" ("+c.Reason+")")
+			failed = append(failed, c.Cluster)
+			reasons = append(reasons, c.Cluster+": "+c.Reason)
 		case rollout.PhaseHeld:
 			if held[c.Wave] == 0 {
 				heldWaves = append(heldWaves, c.Wave)
@@ -119,10 +120,24 @@ func Summarize(commit string, a AppState, targetURL string) forge.CommitStatus {
 		}
 	}
 	total := len(a.Clusters)
+	var hold string
+	if len(heldWaves) > 0 {
+		hold = "held at wave " + heldWaves[0]
+		switch a.Rollout {
+		case rollout.ProgressPaused, rollout.ProgressAborted, rollout.ProgressFailed:
+			hold += " (rollout " + strings.ToLower(string(a.Rollout)) + ")"
+		}
+	}
 	switch {
 	case len(failed) > 0:
 		cs.State = forge.StateFailure
-		cs.Description = "failing on " + strings.Join(failed, "; ")
+		// Who and where first: a forge cuts the description (GitHub at
+		// 140 characters), and the reasons can be long.
+		cs.Description = "failing on " + strings.Join(failed, ", ")
+		if hold != "" {
+			cs.Description += "; " + hold
+		}
+		cs.Description += ": " + strings.Join(reasons, "; ")
 	case len(ready) == total:
 		cs.State = forge.StateSuccess
 		cs.Description = "Ready on " + plural.Count(total, "cluster", "clusters")
@@ -132,12 +147,7 @@ func Summarize(commit string, a AppState, targetURL string) forge.CommitStatus {
 		if len(waiting) > 0 {
 			parts = append(parts, "applying on "+strings.Join(waiting, ", "))
 		}
-		if len(heldWaves) > 0 {
-			hold := "held at wave " + heldWaves[0]
-			switch a.Rollout {
-			case rollout.ProgressPaused, rollout.ProgressAborted, rollout.ProgressFailed:
-				hold += " (rollout " + strings.ToLower(string(a.Rollout)) + ")"
-			}
+		if hold != "" {
 			parts = append(parts, hold)
 		}
 		cs.Description = strings.Join(parts, "; ")

@@ -95,8 +95,16 @@ func startWaveAgent(t *testing.T, r *fleetrepo.Repo, name string, c *testenv.Clu
 	if err != nil {
 		t.Fatal(err)
 	}
+	return startAgentOn(t, r.URL, auth, name, c)
+}
+
+// startAgentOn runs an agent for cluster name in process on the fleet repo
+// at url (any Git server: ours, Gitea), committing its status there as
+// the binary does.
+func startAgentOn(t *testing.T, url string, auth gitrepo.Auth, name string, c *testenv.Cluster) *waveAgent {
+	t.Helper()
 	w, err := statuswriter.NewWriter(statuswriter.WriterOptions{
-		Cluster: name, URL: r.URL, Auth: auth, Timeout: 20 * time.Second,
+		Cluster: name, URL: url, Auth: auth, Timeout: 20 * time.Second,
 		RetryBackoff: gitrepo.Backoff{Initial: 200 * time.Millisecond, Max: 2 * time.Second},
 	})
 	if err != nil {
@@ -104,7 +112,7 @@ func startWaveAgent(t *testing.T, r *fleetrepo.Repo, name string, c *testenv.Clu
 	}
 	cfg := c.RESTConfig()
 	ag := agentproc.NewInProcess(t, c, agentproc.InProcessOptions{
-		Cluster: name, RepoURL: r.URL, Auth: auth, Namespace: "flotilla-system", RESTConfig: cfg,
+		Cluster: name, RepoURL: url, Auth: auth, Namespace: "flotilla-system", RESTConfig: cfg,
 		Sink: w, Alongside: []func(context.Context) error{w.Run},
 		Interval: 2 * time.Second, FetchTimeout: 20 * time.Second, Identity: name + "-agent",
 	})
