@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -208,5 +210,38 @@ func TestNotifyWebhooks(t *testing.T) {
 	}
 	if n := ops.Refused(); n > 0 {
 		t.Errorf("%d sends to ops were not signed with its key", n)
+	}
+}
+
+// TestTemplateReadmeNotifications: the Provider and Alert the template's
+// README shows under "Hearing back", added to the template as its
+// comments name them, validate.
+func TestTemplateReadmeNotifications(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join(templateDir, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(readme), "## Hearing back\n")
+	if !ok {
+		t.Fatal("the template's README has no Hearing back section")
+	}
+	_, block, _ := strings.Cut(section, "```yaml\n")
+	block, _, _ = strings.Cut(block, "```")
+	dir := copyTree(t, templateDir)
+	files := 0
+	for _, doc := range strings.Split(block, "---\n") {
+		first, _, _ := strings.Cut(doc, "\n")
+		name, ok := strings.CutPrefix(first, "# ")
+		if !ok {
+			t.Fatalf("a document of the example does not name its file: %q", first)
+		}
+		treefile.WriteFile(t, filepath.Join(dir, filepath.FromSlash(name)), doc)
+		files++
+	}
+	if files != 2 {
+		t.Fatalf("the example has %d documents, want a Provider and an Alert", files)
+	}
+	if _, stderr, code := runCLI(t, "validate", "--repo", dir); code != ExitOK {
+		t.Fatalf("validate with the README's notifications: exit %d\n%s", code, stderr)
 	}
 }
