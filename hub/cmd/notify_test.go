@@ -70,7 +70,7 @@ func TestNotifyDryRun(t *testing.T) {
 	failing := status.UnitStatus{Hash: unitHash(t, dir, "a1"), Conditions: []metav1.Condition{{Type: status.ConditionReady,
 		Status: metav1.ConditionFalse, Reason: status.ReasonHealthCheckFailed, Message: "ConfigMap/web: Failed"}}}
 	pub.publish("a1", failing)
-	if s := statusOf(); s.State != forge.StateFailure || s.Description != "failing on a1; held at wave wave-2 (rollout failed): a1: HealthCheckFailed: ConfigMap/web: Failed" {
+	if s := statusOf(); s.State != forge.StateFailure || s.Description != "failing on a1; held at wave wave-2 (rollout failed): HealthCheckFailed: ConfigMap/web: Failed" {
 		t.Errorf("canary failing: %+v", s)
 	}
 	if _, stderr, code := runCLI(t, "notify", "--repo", dir, "--status-repo", srv.RepoPath("status"), "--forge", "bitbucket",

@@ -238,28 +238,32 @@ spec:
 			"fleets/prod.yaml:13: spec.workloadIdentity[0].roles: invalid value: set role or roles, not both", ErrInvalidValue},
 	}
 	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			root := writeRepo(t, tc.changes)
-			_, err := Load(context.Background(), root)
-			var list ErrorList
-			if !errors.As(err, &list) {
-				t.Fatalf("want problems, got %v", err)
-			}
-			var found *FieldError
-			for _, e := range list {
-				if strings.HasPrefix(e.Error(), tc.want) {
-					found = e
-				}
-			}
-			if found == nil {
-				t.Fatalf("no problem starting %q in:\n%v", tc.want, err)
-			}
-			if !errors.Is(found, tc.class) {
-				t.Errorf("%v: class is not %v", found, tc.class)
-			}
-			if len(list) != 1 {
-				t.Errorf("want exactly one problem, got:\n%v", err)
-			}
-		})
+		t.Run(tc.name, func(t *testing.T) { loadsWithOneProblem(t, tc.changes, tc.want, tc.class) })
+	}
+}
+
+// loadsWithOneProblem loads a repo of files and wants exactly one problem,
+// starting with want, of class.
+func loadsWithOneProblem(t *testing.T, files map[string]string, want string, class error) {
+	t.Helper()
+	_, err := Load(context.Background(), writeRepo(t, files))
+	var list ErrorList
+	if !errors.As(err, &list) {
+		t.Fatalf("want problems, got %v", err)
+	}
+	var found *FieldError
+	for _, e := range list {
+		if strings.HasPrefix(e.Error(), want) {
+			found = e
+		}
+	}
+	if found == nil {
+		t.Fatalf("no problem starting %q in:\n%v", want, err)
+	}
+	if !errors.Is(found, class) {
+		t.Errorf("%v: class is not %v", found, class)
+	}
+	if len(list) != 1 {
+		t.Errorf("want exactly one problem, got:\n%v", err)
 	}
 }

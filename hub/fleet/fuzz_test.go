@@ -36,6 +36,7 @@ func FuzzLoad(f *testing.F) {
 		"apiVersion: flotilla.dev/v1alpha1\nkind: Fleet\nmetadata: {name: production}\nspec:\n  clusters: [member1]\n  rollout:\n    bake: 10m\n    waves: [{clusters: [member1]}, {selector: {matchLabels: {env: production}}}, {percent: 60}, {count: 1, maxFailures: 1}]\n",
 		"a: 1\n---\nb: 2\n",
 		app(manifestsSource + "  dependsOn: [web]\n  syncPolicies: [{destination: {fleet: production}, overrides: {patches: [{patch: '- op: add'}]}}]\n"),
+		goodProvider, goodAlert,
 	} {
 		f.Add([]byte(seed))
 	}
@@ -69,6 +70,8 @@ func FuzzLoad(f *testing.F) {
 			{KindGlobalJob, "jobs/fuzz.yaml", "fuzz"},
 			{KindTrafficRoute, "routes/fuzz.yaml", "fuzz"},
 			{KindFleetPolicy, "policies/fuzz.yaml", "fuzz"},
+			{KindProvider, "notifications/providers/fuzz.yaml", "fuzz"},
+			{KindAlert, "notifications/alerts/fuzz.yaml", "fuzz"},
 		} {
 			d, obj, decoded := decodeDocument(kind.file, data, kind.kind, kind.name)
 			results := []*loaded{{in: input{rel: kind.file, kind: kind.kind, name: kind.name}, doc: d, obj: obj, decoded: decoded}}

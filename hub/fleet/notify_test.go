@@ -2,7 +2,6 @@ package fleet
 
 import (
 	"context"
-	"errors"
 	"strings"
 	"testing"
 )
@@ -100,27 +99,6 @@ func TestBadNotifications(t *testing.T) {
 			`notifications/alerts/prod.yaml:2: kind: invalid value: a file in notifications/ must be an Alert, not "Provider"`, ErrInvalidValue},
 	}
 	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			_, err := Load(context.Background(), writeRepo(t, tc.changes))
-			var list ErrorList
-			if !errors.As(err, &list) {
-				t.Fatalf("want problems, got %v", err)
-			}
-			var found *FieldError
-			for _, e := range list {
-				if strings.HasPrefix(e.Error(), tc.want) {
-					found = e
-				}
-			}
-			if found == nil {
-				t.Fatalf("no problem starting %q in:\n%v", tc.want, err)
-			}
-			if !errors.Is(found, tc.class) {
-				t.Errorf("%v: class is not %v", found, tc.class)
-			}
-			if len(list) != 1 {
-				t.Errorf("want exactly one problem, got:\n%v", err)
-			}
-		})
+		t.Run(tc.name, func(t *testing.T) { loadsWithOneProblem(t, tc.changes, tc.want, tc.class) })
 	}
 }

@@ -137,6 +137,9 @@ func Summarize(commit string, a AppState, targetURL string) forge.CommitStatus {
 		if hold != "" {
 			cs.Description += "; " + hold
 		}
+		if len(failed) == 1 {
+			_, reasons[0], _ = strings.Cut(reasons[0], ": ")
+		}
 		cs.Description += ": " + strings.Join(reasons, "; ")
 	case len(ready) == total:
 		cs.State = forge.StateSuccess

@@ -32,7 +32,11 @@ func TestSummarize(t *testing.T) {
 			forge.StatePending, "1/2 Ready; held at wave rest (rollout paused)"},
 		{"a cluster failed", AppState{Application: "web", Clusters: []ClusterState{
 			{Cluster: "a", Phase: rollout.PhaseReady}, {Cluster: "b", Phase: rollout.PhaseFailed, Reason: "HealthCheckFailed: Deployment/web/web: Failed"}}},
-			forge.StateFailure, "failing on b (HealthCheckFailed: Deployment/web/web: Failed)"},
+			forge.StateFailure, "failing on b: HealthCheckFailed: Deployment/web/web: Failed"},
+		{"two failed, the rollout held", AppState{Application: "web", Rollout: rollout.ProgressFailed, Clusters: []ClusterState{
+			{Cluster: "a", Phase: rollout.PhaseFailed, Reason: "ApplyFailed: x", Wave: "canary"}, {Cluster: "b", Phase: rollout.PhaseFailed, Reason: "HealthCheckFailed: y", Wave: "canary"},
+			{Cluster: "c", Phase: rollout.PhaseHeld, Wave: "rest"}}},
+			forge.StateFailure, "failing on a, b; held at wave rest (rollout failed): a: ApplyFailed: x; b: HealthCheckFailed: y"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

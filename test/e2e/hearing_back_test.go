@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/flotilla-gitops/flotilla/pkg/gitrepo"
-	"github.com/flotilla-gitops/flotilla/test/agentproc"
 	"github.com/flotilla-gitops/flotilla/test/cijob"
 	"github.com/flotilla-gitops/flotilla/test/gitea"
 	"github.com/flotilla-gitops/flotilla/test/testenv"
@@ -135,17 +134,10 @@ func TestHearingBackOnGitea(t *testing.T) {
 	}
 
 	// The template's rollout job, as written, in a fresh clone of main.
-	wf, err := cijob.Load(filepath.Join(agentproc.ModuleRoot(), "fleet-repo-template", ".github/workflows/flotilla-rollout.yml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	script, err := cijob.GitHubStep(wf, "advance", "Advance")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cli, cliEnv := cijob.CLIOnPath(t, "flotilla")
+	wf, script := templateStep(t, "flotilla-rollout.yml", "advance", "Advance")
+	bin, runner := runnerEnv(t, wf)
 	// gh, which the job calls to start the slice publisher (not used here).
-	if err := os.WriteFile(filepath.Join(cli, "gh"), []byte("#!/bin/sh\nexit 0\n"), 0o755); err != nil {
+	if err := os.WriteFile(filepath.Join(bin, "gh"), []byte("#!/bin/sh\nexit 0\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	job := func(event string) string {
@@ -156,11 +148,9 @@ func TestHearingBackOnGitea(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		env := append(append(os.Environ(), cliEnv...), cijob.GitHubEnv(wf)...)
-		env = append(env, stepEnv...)
-		env = append(env, "FLOTILLA_FORGE=gitea", "GITHUB_SERVER_URL="+forge.URL, "GITHUB_REPOSITORY="+repo, "GITHUB_RUN_ID=1",
-			"FLOTILLA_ROLLOUT_FOLLOW=180", "FLOTILLA_ROLLOUT_POLL=1", "FLOTILLA_NOTIFY_OPS_TOKEN="+hmacKey,
-			"HOME="+t.TempDir(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1", "GIT_TERMINAL_PROMPT=0")
+		env := append(append(slices.Clone(runner), stepEnv...), "FLOTILLA_FORGE=gitea", "GITHUB_SERVER_URL="+forge.URL,
+			"GITHUB_REPOSITORY="+repo, "GITHUB_RUN_ID=1", "FLOTILLA_ROLLOUT_FOLLOW=180", "FLOTILLA_ROLLOUT_POLL=1",
+			"FLOTILLA_NOTIFY_OPS_TOKEN="+hmacKey)
 		clone := filepath.Join(t.TempDir(), "clone")
 		if out, err := cijob.Run(ctx, "", "git clone -q --branch main "+forge.GitURL("fleet")+" "+clone, env); err != nil {
 			t.Fatalf("clone: %v\n%s", err, out)

@@ -136,17 +136,9 @@ func templatePublishJob(t *testing.T, srv *gitserver.Server, repo string) func()
 	if err := srv.AddUser("x-access-token", token, gitserver.Rule{User: "x-access-token", Refs: []string{gitrepo.SliceRefPrefix + "*"}, Force: true}); err != nil {
 		t.Fatal(err)
 	}
-	wf, err := cijob.Load(filepath.Join(agentproc.ModuleRoot(), "fleet-repo-template", ".github/workflows/flotilla-publish.yml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	script, err := cijob.GitHubStep(wf, "publish", "Publish slices")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, cliEnv := cijob.CLIOnPath(t, "flotilla")
-	env := append(append(os.Environ(), cliEnv...), cijob.GitHubEnv(wf)...)
-	env = append(env, "GIT_TOKEN="+token, "HOME="+t.TempDir(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1", "GIT_TERMINAL_PROMPT=0")
+	wf, script := templateStep(t, "flotilla-publish.yml", "publish", "Publish slices")
+	_, env := runnerEnv(t, wf)
+	env = append(env, "GIT_TOKEN="+token)
 	return func() {
 		t.Helper()
 		clone := filepath.Join(t.TempDir(), "clone")
@@ -157,6 +149,31 @@ func templatePublishJob(t *testing.T, srv *gitserver.Server, repo string) func()
 			t.Fatalf("the template's publish job: %v\n%s", err, out)
 		}
 	}
+}
+
+// templateStep is a step of one of the template's GitHub workflows: the
+// workflow and the step's script, as written.
+func templateStep(t *testing.T, workflow, job, step string) (map[string]any, string) {
+	t.Helper()
+	wf, err := cijob.Load(filepath.Join(agentproc.ModuleRoot(), "fleet-repo-template", ".github/workflows", workflow))
+	if err != nil {
+		t.Fatal(err)
+	}
+	script, err := cijob.GitHubStep(wf, job, step)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return wf, script
+}
+
+// runnerEnv is a runner's environment for a job of workflow wf: this test
+// binary on PATH as flotilla (in bin, where a test may add other
+// commands), the workflow's env, a HOME and Git configuration of its own.
+func runnerEnv(t *testing.T, wf map[string]any) (bin string, env []string) {
+	t.Helper()
+	bin, cliEnv := cijob.CLIOnPath(t, "flotilla")
+	env = append(append(os.Environ(), cliEnv...), cijob.GitHubEnv(wf)...)
+	return bin, append(env, "HOME="+t.TempDir(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1", "GIT_TERMINAL_PROMPT=0")
 }
 
 // syncedRef is the ref of the agent's last Git sync (its debug log).
