@@ -2,6 +2,7 @@ package e2e_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/flotilla-gitops/flotilla/pkg/status"
 	"github.com/flotilla-gitops/flotilla/test/agentproc"
 	"github.com/flotilla-gitops/flotilla/test/fleetrepo"
 	"github.com/flotilla-gitops/flotilla/test/testenv"
@@ -166,4 +168,89 @@ spec:
 			t.Errorf("unexpected CRD %s", name)
 		}
 	}
+}
+
+// TestVolcanoUnitsWaitForVolcano: on a fresh cluster whose fleet installs
+// Volcano's Queue CRD through an application (as the template's
+// apps/volcano does with the whole chart), the generated flotilla-queues
+// unit waits for that application and converges, its Queue created,
+// instead of failing until the CRD exists: no status document the agent
+// committed along the way shows it failing. The upstream chart itself
+// cannot run here: its admission webhooks (failurePolicy Fail on Queues)
+// would be served by kwok's pods, which serve nothing, so the application
+// holds the chart's Queue CRD alone.
+func TestVolcanoUnitsWaitForVolcano(t *testing.T) {
+	c := testenv.StartCluster(t, testenv.ClusterOptions{Mode: testenv.Minimal})
+	const cluster = "vq1"
+	chart := t.TempDir()
+	vendorVolcanoChart(t, chart)
+	crd, err := os.ReadFile(filepath.Join(chart, "crd", "bases", "scheduling.volcano.sh_queues.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	treefile.Write(t, dir, map[string]string{
+		"apps/volcano/app.yaml": `apiVersion: flotilla.dev/v1alpha1
+kind: Application
+metadata:
+  name: volcano
+spec:
+  source: {manifests: {path: manifests}}
+  syncPolicies: [{destination: {fleet: batch}}]
+`,
+		"apps/volcano/manifests/queues-crd.yaml": string(crd),
+		"clusters/" + cluster + ".yaml":          "apiVersion: flotilla.dev/v1alpha1\nkind: Cluster\nmetadata:\n  name: " + cluster + "\n",
+		"fleets/batch.yaml": `apiVersion: flotilla.dev/v1alpha1
+kind: Fleet
+metadata:
+  name: batch
+spec:
+  clusters: [` + cluster + `]
+  queues:
+    - name: training
+      weight: 1
+`,
+	})
+	hubRender(t, dir)
+	srv := newGitServer(t)
+	repo := fleetrepo.New(t, srv, "volcano-wait", dir)
+	a := startWaveAgent(t, repo, cluster, c)
+
+	queue := &unstructured.Unstructured{}
+	queue.SetGroupVersionKind(schema.GroupVersionKind{Group: "scheduling.volcano.sh", Version: "v1beta1", Kind: "Queue"})
+	waitFor(t, 2*time.Minute, "every unit Ready and Queue training created", func() (bool, string) {
+		st := a.loop.Status()
+		if st == nil {
+			return false, "no status yet"
+		}
+		if !allUnitsReady(st) || st.AppliedRevision != repo.Head() {
+			return false, describeStatus(st)
+		}
+		err := c.Client().Get(testCtx(t), client.ObjectKey{Name: "training"}, queue)
+		return err == nil, fmt.Sprint(err)
+	})
+
+	// Every status document the agent committed on its way there.
+	bare := srv.RepoPath("volcano-wait")
+	log, err := exec.Command("git", "-C", bare, "log", "--format=%H", "refs/heads/flotilla/status/"+cluster).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	commits := strings.Fields(string(log))
+	for _, h := range commits {
+		data, err := exec.Command("git", "-C", bare, "show", h+":status.yaml").Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		doc, err := status.Decode(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, u := range doc.Units {
+			if u.Name == "flotilla-queues" && status.UnitFailing(u) {
+				t.Errorf("status commit %s: flotilla-queues failing before Volcano's CRD existed: %+v", h[:12], u.Conditions)
+			}
+		}
+	}
+	t.Logf("%d status commits read", len(commits))
 }
