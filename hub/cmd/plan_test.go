@@ -280,62 +280,77 @@ func TestTemplatePlanJobOnGitea(t *testing.T) {
 	_, cliEnv := cijob.CLIOnPath(t, "flotilla")
 
 	for _, tc := range []struct {
-		branch    string
-		validates bool
-		exit      string
-		state     string
-		comment   string
+		branch       string
+		validates    bool
+		exit         string
+		state        string
+		comment      string
+		edit, edited string // the second push
 	}{
-		{"feature", true, "1", "success", "nginx: member1 3→2 replicas, member2 1→2"},
-		{"broken", false, "2", "failure", "apps/nginx/app.yaml:"},
+		{"feature", true, "1", "success", "+  replicas: 3", "replicas: 4", "replicas: 6"},
+		{"broken", false, "2", "failure", "spec.replicaz", "replica: 3", "replicaz: 3"},
 	} {
 		t.Run(tc.branch, func(t *testing.T) {
 			pr := srv.CreatePull(t, "fleet", tc.branch, "main")
 			clone := filepath.Join(t.TempDir(), "clone")
 			planGit(t, "", "clone", "-q", "--branch", tc.branch, srv.GitURL("fleet"), clone)
-			out, err := exec.Command("git", "-C", clone, "rev-parse", "HEAD").Output()
-			if err != nil {
-				t.Fatal(err)
-			}
-			head := strings.TrimSpace(string(out))
 			runner := t.TempDir()
 			env := append(append(os.Environ(), cliEnv...), cijob.GitHubEnv(doc)...)
 			env = append(env, "FLOTILLA_FORGE=gitea", "GITHUB_SERVER_URL="+srv.URL, "GITHUB_REPOSITORY="+repo,
 				"GITHUB_OUTPUT="+filepath.Join(runner, "output"), "GITHUB_STEP_SUMMARY="+filepath.Join(runner, "summary"))
-
 			validate, err := cijob.GitHubStep(doc, "plan", "Validate the fleet repo")
 			if err != nil {
 				t.Fatal(err)
-			}
-			if out, err := cijob.Run(ctx, clone, validate, env); (err == nil) != tc.validates {
-				t.Fatalf("validate: %v, want passing %v\n%s", err, tc.validates, out)
 			}
 			script, err := cijob.GitHubStep(doc, "plan", "Plan")
 			if err != nil {
 				t.Fatal(err)
 			}
-			stepEnv, err := cijob.GitHubStepEnv(doc, "plan", "Plan", map[string]string{
-				"github.token": srv.Token, "github.event.pull_request.number": strconv.Itoa(pr),
-				"github.event.pull_request.head.sha": head, "github.base_ref": "main",
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			for range 2 { // a second push re-runs the job
+			// job runs validate and Plan on the branch's head, as a push
+			// to the pull request does, and returns the head and the
+			// pull request's comments.
+			job := func() (string, []string) {
+				t.Helper()
+				out, err := exec.Command("git", "-C", clone, "rev-parse", "HEAD").Output()
+				if err != nil {
+					t.Fatal(err)
+				}
+				head := strings.TrimSpace(string(out))
+				if out, err := cijob.Run(ctx, clone, validate, env); (err == nil) != tc.validates {
+					t.Fatalf("validate: %v, want passing %v\n%s", err, tc.validates, out)
+				}
+				stepEnv, err := cijob.GitHubStepEnv(doc, "plan", "Plan", map[string]string{
+					"github.token": srv.Token, "github.event.pull_request.number": strconv.Itoa(pr),
+					"github.event.pull_request.head.sha": head, "github.base_ref": "main",
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
 				if out, err := cijob.Run(ctx, clone, script, append(env, stepEnv...)); err != nil {
 					t.Fatalf("the Plan step: %v\n%s", err, out)
 				}
+				if got, _ := os.ReadFile(filepath.Join(runner, "output")); !strings.HasSuffix(string(got), "exit="+tc.exit+"\n") {
+					t.Errorf("the Plan step's outputs %q, want exit=%s", got, tc.exit)
+				}
+				var comments []struct{ Body string }
+				if err := srv.API(ctx, http.MethodGet, fmt.Sprintf("/api/v1/repos/%s/issues/%d/comments", repo, pr), nil, &comments); err != nil {
+					t.Fatal(err)
+				}
+				var bodies []string
+				for _, c := range comments {
+					bodies = append(bodies, c.Body)
+				}
+				return head, bodies
 			}
-			if got, _ := os.ReadFile(filepath.Join(runner, "output")); !strings.HasSuffix(string(got), "exit="+tc.exit+"\n") {
-				t.Errorf("the Plan step's outputs %q, want exit=%s", got, tc.exit)
-			}
-
-			var comments []struct{ Body string }
-			if err := srv.API(ctx, http.MethodGet, fmt.Sprintf("/api/v1/repos/%s/issues/%d/comments", repo, pr), nil, &comments); err != nil {
-				t.Fatal(err)
-			}
-			if len(comments) != 1 || !strings.HasPrefix(comments[0].Body, plan.MarkdownMarker) || !strings.Contains(comments[0].Body, tc.comment) {
-				t.Errorf("comments on #%d after two runs: %+v, want one plan saying %q", pr, comments, tc.comment)
+			_, first := job()
+			// A new push to the pull request: the comment is edited.
+			editFile(t, filepath.Join(clone, "apps", "nginx", "app.yaml"), tc.edit, tc.edited)
+			planGit(t, clone, "-c", "user.name=dev", "-c", "user.email=dev@example.com", "commit", "-qam", "another push")
+			planGit(t, clone, "push", "-q", "origin", tc.branch)
+			head, comments := job()
+			if len(comments) != 1 || !strings.HasPrefix(comments[0], plan.MarkdownMarker) || !strings.Contains(comments[0], tc.comment) ||
+				len(first) != 1 || first[0] == comments[0] {
+				t.Errorf("comments on #%d after the first push %q, after the second %q: want one plan saying %q, edited", pr, first, comments, tc.comment)
 			}
 			var statuses []struct{ Context, Status string }
 			if err := srv.API(ctx, http.MethodGet, "/api/v1/repos/"+repo+"/statuses/"+head, nil, &statuses); err != nil {
