@@ -61,9 +61,8 @@ func (r *record) put(s forge.CommitStatus) {
 	}
 }
 
-// Pending are the statuses last sent as pending, newest first, at most
-// one list per commit: the commits whose statuses may follow the head
-// (Follow).
+// Pending are the statuses last sent as pending, newest first: those
+// whose commits may follow the head (Follow).
 func (rec *Recorder) Pending(ctx context.Context) ([]forge.CommitStatus, error) {
 	data, err := rec.read(ctx)
 	if err != nil || len(data) == 0 {
