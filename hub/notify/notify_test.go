@@ -7,6 +7,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/flotilla-gitops/flotilla/hub/fleet"
 	"github.com/flotilla-gitops/flotilla/hub/forge"
 	"github.com/flotilla-gitops/flotilla/hub/rollout"
 	"github.com/flotilla-gitops/flotilla/pkg/gitrepo"
@@ -49,20 +50,27 @@ func TestSummarize(t *testing.T) {
 	}
 }
 
-// TestRecorderSendsOnce: two runs claiming the same statuses at once, over
-// a real Git smart-HTTP server, send each once; a released claim is sent
-// by the next run; a changed state is due again.
-func TestRecorderSendsOnce(t *testing.T) {
+// recorderOn returns new Recorders of one fleet repo on a real Git
+// smart-HTTP server: a run of notify each.
+func recorderOn(t *testing.T) func() *Recorder {
+	t.Helper()
 	srv := gitserver.Start(t, gitserver.ForgeConfig())
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "README.md"), []byte("fleet\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	url := srv.MustCreateRepo(t, "fleet", dir)
-	newRec := func() *Recorder {
+	return func() *Recorder {
 		return &Recorder{Remote: url, Auth: gitrepo.Auth{Username: gitserver.Maintainer, Password: srv.Password(gitserver.Maintainer)},
 			Author: gitrepo.Signature{Name: "notify", Email: "notify@example.com"}}
 	}
+}
+
+// TestRecorderSendsOnce: two runs claiming the same statuses at once, over
+// a real Git smart-HTTP server, send each once; a released claim is sent
+// by the next run; a changed state is due again.
+func TestRecorderSendsOnce(t *testing.T) {
+	newRec := recorderOn(t)
 	statuses := []forge.CommitStatus{
 		{Commit: "c1", Context: "flotilla/web", State: forge.StatePending, Description: "0/2 Ready"},
 		{Commit: "c1", Context: "flotilla/db", State: forge.StateSuccess, Description: "Ready on 1 cluster"},
@@ -102,5 +110,46 @@ func TestRecorderSendsOnce(t *testing.T) {
 	again, err = newRec().Claim(ctx, []forge.CommitStatus{web, statuses[1]})
 	if err != nil || len(again) != 1 || again[0] != web {
 		t.Fatalf("after a change of state: %v, %v; want the new state", again, err)
+	}
+}
+
+// TestClaimEventsAtMostMaxPerRun: a run claims at most max events per
+// provider and records only those (and what tells nothing); the next run
+// claims the rest; a released event is claimed again; a run after that
+// claims nothing.
+func TestClaimEventsAtMostMaxPerRun(t *testing.T) {
+	newRec := recorderOn(t)
+	ctx := context.Background()
+	routes := []Route{{Provider: &fleet.Provider{Metadata: fleet.ObjectMeta{Name: "ops"}}, Alerts: []*fleet.Alert{{}}}}
+	// The provider's first run: nothing to tell of healthy clusters.
+	healthy := []Fact{
+		{Subject: "cluster/a", Value: clusterOK, Event: &Event{}, AfterChange: true},
+		{Subject: "cluster/b", Value: clusterOK, Event: &Event{}, AfterChange: true},
+		{Subject: "cluster/c", Value: clusterOK, Event: &Event{}, AfterChange: true},
+	}
+	if due, err := newRec().ClaimEvents(ctx, routes, healthy, 2); err != nil || len(due) != 0 {
+		t.Fatalf("first run: %v, %v; want nothing due", due, err)
+	}
+	failing := make([]Fact, len(healthy))
+	for i, f := range healthy {
+		failing[i] = Fact{Subject: f.Subject, Value: "Failing", Event: &Event{Reason: "Failing"}}
+	}
+	first, err := newRec().ClaimEvents(ctx, routes, failing, 2)
+	if err != nil || len(first) != 2 {
+		t.Fatalf("three clusters failing, max 2: %v, %v", first, err)
+	}
+	second, err := newRec().ClaimEvents(ctx, routes, failing, 2)
+	if err != nil || len(second) != 1 || second[0].Fact.Subject != "cluster/c" {
+		t.Fatalf("the next run: %v, %v; want cluster/c", second, err)
+	}
+	if err := newRec().ReleaseEvents(ctx, second); err != nil {
+		t.Fatal(err)
+	}
+	again, err := newRec().ClaimEvents(ctx, routes, failing, 2)
+	if err != nil || len(again) != 1 || again[0].Fact.Subject != "cluster/c" {
+		t.Fatalf("after a release: %v, %v; want cluster/c again", again, err)
+	}
+	if none, err := newRec().ClaimEvents(ctx, routes, failing, 2); err != nil || len(none) != 0 {
+		t.Fatalf("a run after every event was told: %v, %v", none, err)
 	}
 }
