@@ -58,8 +58,10 @@ func (c *converter) application(o *object) {
 		c.warn(o, "spec.source.ociRepository", ErrNeedsAction, "application not imported: OCI artifact sources are not supported yet")
 		return
 	}
-	if h := src.HelmRepository; h != nil && (h.Type == "oci" || strings.HasPrefix(h.URL, "oci://")) {
-		c.warn(o, "spec.source.helmRepository", ErrNeedsAction, "application not imported: OCI chart repositories are not supported by flotilla render yet")
+	if h := src.HelmRepository; h != nil && h.Type == "oci" && !strings.HasPrefix(h.URL, "oci://") {
+		// Flux requires the scheme with type oci; the chart source is an
+		// oci:// repo either way.
+		c.fail(o, "spec.source.helmRepository.url", fleet.ErrInvalidValue, "%q: an OCI chart repository's URL starts with oci://", h.URL)
 		return
 	}
 	if src.GitRepository != nil && src.GitRepository.URL == "" {

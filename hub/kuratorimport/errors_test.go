@@ -65,6 +65,16 @@ spec:
     kustomization: {path: ./}
     helm: {chart: {spec: {chart: x}}}
 `, 18, "spec.syncPolicies[0]", fleet.ErrInvalidValue, "exactly one of kustomization or helm"},
+		{"OCI repository without oci://", testFleet + `---
+apiVersion: apps.kurator.dev/v1alpha1
+kind: Application
+metadata: {name: a}
+spec:
+  source: {helmRepository: {type: oci, url: "https://registry.example.com/charts"}}
+  syncPolicies:
+  - destination: {fleet: f}
+    helm: {chart: {spec: {chart: x}}}
+`, 16, "spec.source.helmRepository.url", fleet.ErrInvalidValue, "an OCI chart repository's URL starts with oci://"},
 		{"kustomization of a Helm repository", testFleet + `---
 apiVersion: apps.kurator.dev/v1alpha1
 kind: Application

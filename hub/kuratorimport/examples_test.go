@@ -153,7 +153,7 @@ func TestKuratorExamples(t *testing.T) {
 			if tc.helmRepo != "" {
 				serveCharts(t, repo, tc.helmRepo, filepath.Join("testdata", "vendor", "charts"))
 			}
-			units, text, err := renderAll(ctx, repo)
+			units, text, err := renderAll(ctx, repo, fleetrender.PipelineOptions{})
 			if err != nil {
 				t.Fatalf("render: %v", err)
 			}

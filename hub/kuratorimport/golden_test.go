@@ -15,10 +15,13 @@ import (
 	"github.com/flotilla-gitops/flotilla/hub/fleet"
 	"github.com/flotilla-gitops/flotilla/hub/fleetrender"
 	"github.com/flotilla-gitops/flotilla/pkg/render"
+	"github.com/flotilla-gitops/flotilla/pkg/render/chartvendor"
+	"github.com/flotilla-gitops/flotilla/pkg/render/chartvendor/ocitest"
 	"github.com/flotilla-gitops/flotilla/pkg/slice"
 	"github.com/flotilla-gitops/flotilla/test/chartrepo"
 	"github.com/flotilla-gitops/flotilla/test/gitserver"
 	"github.com/flotilla-gitops/flotilla/test/golden"
+	"github.com/flotilla-gitops/flotilla/test/ociregistry"
 )
 
 // TestGolden converts each Kurator-shaped fixture, compares the files and
@@ -34,6 +37,9 @@ func TestGolden(t *testing.T) {
 		git bool
 		// chartRepo is replaced by a loopback chart repository's URL.
 		chartRepo string
+		// ociRepo is replaced by a repository of the suite's OCI registry
+		// (TLS, basic auth) holding the fixture charts.
+		ociRepo string
 		// units are the rendered applications per cluster.
 		units map[string][]string
 		// contains are strings a cluster's rendered files must hold.
@@ -57,6 +63,12 @@ func TestGolden(t *testing.T) {
 			chartRepo: "https://charts.example.com/flotilla",
 			units:     map[string][]string{"kurator-member1": {"cache"}, "kurator-member2": {"cache"}},
 			contains:  map[string][]string{"kurator-member1": {"128mb"}, "kurator-member2": {"256mb"}},
+		},
+		{
+			name:     "helm-oci",
+			ociRepo:  "oci://registry.example.com/charts",
+			units:    map[string][]string{"kurator-member1": {"cache-oci"}, "kurator-member2": {"cache-oci"}},
+			contains: map[string][]string{"kurator-member1": {"64mb"}, "kurator-member2": {"64mb"}},
 		},
 		{
 			name: "cluster-selector",
@@ -98,7 +110,11 @@ func TestGolden(t *testing.T) {
 			if tc.chartRepo != "" {
 				serveCharts(t, repo, tc.chartRepo, "../../test/fixtures/charts")
 			}
-			units, text, err := renderAll(ctx, repo)
+			var opts fleetrender.PipelineOptions
+			if tc.ociRepo != "" {
+				opts.Charts = registryCharts(t, repo, tc.ociRepo, "../../test/fixtures/charts/redis-cache")
+			}
+			units, text, err := renderAll(ctx, repo, opts)
 			if err != nil {
 				t.Fatalf("render: %v", err)
 			}
@@ -142,12 +158,12 @@ func describe(res *Result, validate fleet.ErrorList) string {
 // applies with, with the cluster's spec.kubernetesVersion as Helm's (as
 // plan does). It returns each cluster's application units and its objects
 // as YAML.
-func renderAll(ctx context.Context, repo string) (map[string][]string, map[string]string, error) {
+func renderAll(ctx context.Context, repo string, opts fleetrender.PipelineOptions) (map[string][]string, map[string]string, error) {
 	loaded, err := fleet.Load(ctx, repo)
 	if err != nil {
 		return nil, nil, err
 	}
-	out, err := fleetrender.Pipeline(ctx, loaded, fleetrender.PipelineOptions{})
+	out, err := fleetrender.Pipeline(ctx, loaded, opts)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -249,6 +265,24 @@ func rewriteApps(t *testing.T, repo string, r *strings.Replacer) {
 
 // serveCharts serves the charts in dir on loopback and points the imported
 // applications at it instead of from.
+// registryCharts pushes the chart at dir (versions 0.2.0, 0.3.0 and
+// 0.3.1) to the suite's OCI registry, points the imported applications'
+// repo from at it, and returns a chart vendor with the registry's
+// credentials and CA, as flotilla render --registry-config gives them.
+func registryCharts(t *testing.T, repo, from, dir string) fleetrender.ChartVendor {
+	t.Helper()
+	reg := ociregistry.Start(t)
+	if _, err := ocitest.As(reg).PushDir("charts", dir, "0.2.0", "0.3.0", "0.3.1"); err != nil {
+		t.Fatal(err)
+	}
+	config, err := reg.ConfigFile(t.TempDir(), reg.Username, reg.Password)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rewriteApps(t, repo, strings.NewReplacer(from, "oci://"+reg.Host+"/charts"))
+	return chartvendor.RegistryOptions{ConfigFile: config, CAFile: reg.CAFile}.VendorCharts
+}
+
 func serveCharts(t *testing.T, repo, from, dir string) {
 	t.Helper()
 	charts, err := chartrepo.PackageDirs(dir)
