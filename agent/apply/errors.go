@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/flotilla-gitops/flotilla/pkg/redact"
 	"github.com/flotilla-gitops/flotilla/pkg/status"
 )
 
@@ -168,12 +169,11 @@ func isSecret(obj *unstructured.Unstructured) bool {
 	return obj.GetKind() == "Secret" && obj.GetAPIVersion() == "v1"
 }
 
-// minMaskable is the shortest secret value that is masked in place; with a
-// shorter one the API message is dropped entirely, since masking two
-// letters everywhere would garble it and leaving them is not safe.
+// minMaskable is the shortest secret value that is masked in place
+// (redact.Values' bound); with a shorter one the API message is dropped
+// entirely, since masking two letters everywhere would garble it and
+// leaving them is not safe.
 const minMaskable = 4
-
-const mask = "***"
 
 // maskSecretError returns err with every data/stringData value of secret
 // (as given, base64-decoded, and Go-quoted) masked. API status errors keep
@@ -187,10 +187,7 @@ func maskSecretError(err error, secret *unstructured.Unstructured) error {
 		if dropAll {
 			return "(message withheld: it may quote Secret data)"
 		}
-		for _, v := range values {
-			s = strings.ReplaceAll(s, v, mask)
-		}
-		return s
+		return redact.Values(s, values)
 	}
 	var se apierrors.APIStatus
 	if errors.As(err, &se) {
@@ -233,9 +230,8 @@ func unwrapNonStatus(err error) error {
 	return nil
 }
 
-// secretValues lists the strings to mask, longest first so a value that
-// contains another is masked whole. dropAll is set when a value is too
-// short to mask safely.
+// secretValues lists the strings to mask (redact.Values masks the longest
+// first). dropAll is set when a value is too short to mask safely.
 func secretValues(secret *unstructured.Unstructured) (values []string, dropAll bool) {
 	seen := map[string]bool{}
 	add := func(v string) {
@@ -267,12 +263,6 @@ func secretValues(secret *unstructured.Unstructured) (values []string, dropAll b
 				add(base64.StdEncoding.EncodeToString([]byte(leaf)))
 			}
 		})
-	}
-	// Longest first, so overlapping values mask completely.
-	for i := 1; i < len(values); i++ {
-		for j := i; j > 0 && len(values[j]) > len(values[j-1]); j-- {
-			values[j], values[j-1] = values[j-1], values[j]
-		}
 	}
 	return values, dropAll
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/flotilla-gitops/flotilla/hub/fleet"
 	"github.com/flotilla-gitops/flotilla/hub/rollout"
 	"github.com/flotilla-gitops/flotilla/pkg/gitrepo/signature"
+	"github.com/flotilla-gitops/flotilla/pkg/redact"
 	"github.com/flotilla-gitops/flotilla/pkg/status"
 )
 
@@ -47,7 +48,7 @@ func ReadDocuments(ctx context.Context, o ReadOptions) (*Documents, error) {
 }
 
 func documentsOf(d *fleetData, o *ReadOptions) *Documents {
-	out := &Documents{Repo: redactedRepo(o.Repo), Branch: o.branch(), Revision: d.main.revision, Warnings: d.warnings}
+	out := &Documents{Repo: redact.URL(o.Repo), Branch: o.branch(), Revision: d.main.revision, Warnings: d.warnings}
 	for _, s := range d.strays {
 		out.Warnings = append(out.Warnings, fmt.Sprintf("status ref %s in %s: %s", s.Ref, s.Repo, s.Reason))
 	}

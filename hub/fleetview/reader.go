@@ -13,6 +13,7 @@ import (
 
 	"github.com/flotilla-gitops/flotilla/hub/fleet"
 	"github.com/flotilla-gitops/flotilla/pkg/plural"
+	"github.com/flotilla-gitops/flotilla/pkg/redact"
 	"github.com/flotilla-gitops/flotilla/pkg/slice"
 	"github.com/flotilla-gitops/flotilla/pkg/status"
 )
@@ -255,7 +256,7 @@ func Read(ctx context.Context, o ReadOptions) (*View, error) {
 func viewOf(ctx context.Context, d *fleetData, o *ReadOptions) *View {
 	now := o.now().UTC().Truncate(time.Second)
 	v := &View{
-		Repo:     redactedRepo(o.Repo),
+		Repo:     redact.URL(o.Repo),
 		Branch:   o.branch(),
 		Revision: d.main.revision,
 		Time:     metav1.NewTime(now),

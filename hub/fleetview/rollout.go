@@ -11,6 +11,7 @@ import (
 
 	"github.com/flotilla-gitops/flotilla/hub/rollout"
 	"github.com/flotilla-gitops/flotilla/pkg/gitrepo"
+	"github.com/flotilla-gitops/flotilla/pkg/redact"
 	"github.com/flotilla-gitops/flotilla/pkg/slice"
 	"github.com/flotilla-gitops/flotilla/pkg/status"
 )
@@ -123,7 +124,7 @@ func rolloutFrom(ctx context.Context, d *fleetData, o *ReadOptions, rev string) 
 	}
 	now := o.now().UTC().Truncate(time.Second)
 	v := &RolloutView{
-		Repo: redactedRepo(o.Repo), Branch: o.branch(), Revision: m.revision,
+		Repo: redact.URL(o.Repo), Branch: o.branch(), Revision: m.revision,
 		Commit: commit, Subject: firstLine(info.Message),
 		Author:     fmt.Sprintf("%s <%s>", info.Author.Name, info.Author.Email),
 		CommitTime: metav1.NewTime(info.Committer.When.UTC()),

@@ -9,6 +9,7 @@ import (
 	"github.com/flotilla-gitops/flotilla/hub/fleet"
 	"github.com/flotilla-gitops/flotilla/pkg/gitrepo"
 	"github.com/flotilla-gitops/flotilla/pkg/gitrepo/signature"
+	"github.com/flotilla-gitops/flotilla/pkg/redact"
 	"github.com/flotilla-gitops/flotilla/pkg/status"
 )
 
@@ -45,10 +46,10 @@ func readStatusRefs(ctx context.Context, o *ReadOptions) ([]statusRef, error) {
 	for _, repo := range repos {
 		refs, prefix, err := readRefsOf(ctx, o, repo)
 		if err != nil {
-			return nil, fmt.Errorf("status refs of %s: %w", redactedRepo(repo), err)
+			return nil, fmt.Errorf("status refs of %s: %w", redact.URL(repo), err)
 		}
 		for _, rf := range refs {
-			out = append(out, statusRef{cluster: strings.TrimPrefix(rf.Ref, prefix), repo: redactedRepo(repo), ref: rf})
+			out = append(out, statusRef{cluster: strings.TrimPrefix(rf.Ref, prefix), repo: redact.URL(repo), ref: rf})
 		}
 	}
 	return out, nil
@@ -163,15 +164,4 @@ func shortHash(h string) string {
 		return h[:12]
 	}
 	return h
-}
-
-// redactedRepo shows a repo URL without credentials.
-func redactedRepo(repo string) string {
-	if i := strings.Index(repo, "://"); i >= 0 {
-		rest := repo[i+3:]
-		if at := strings.Index(rest, "@"); at >= 0 && (!strings.Contains(rest, "/") || at < strings.Index(rest, "/")) {
-			return repo[:i+3] + rest[at+1:]
-		}
-	}
-	return repo
 }

@@ -2,6 +2,7 @@ package redact
 
 import (
 	"regexp"
+	"sort"
 	"strings"
 	"unicode/utf8"
 )
@@ -16,7 +17,7 @@ const MaxLength = 2048
 // anyUserinfo is a URL's user name and password, whatever they are.
 var anyUserinfo = regexp.MustCompile(`([a-zA-Z][a-zA-Z0-9+.-]*://)[^/@\s]+@`)
 
-// minSecret: shorter configured secrets are not scrubbed (they would
+// minSecret: shorter secret values are not scrubbed (they would
 // mangle ordinary words and protect nothing).
 const minSecret = 4
 
@@ -53,13 +54,30 @@ func (s Scrubber) String(msg string) string {
 	if len(msg) > 16*MaxLength {
 		msg = msg[:16*MaxLength]
 	}
-	for _, v := range s.secrets {
-		msg = strings.ReplaceAll(msg, v, Mask)
-	}
+	msg = Values(msg, s.secrets)
 	if s.userinfo {
 		msg = anyUserinfo.ReplaceAllString(msg, "${1}"+Mask+"@")
 	}
 	return Truncate(Text(msg), MaxLength)
+}
+
+// Values is msg with every one of values replaced by Mask, the longest
+// first, so that a value holding another is masked whole. Values shorter
+// than four bytes are not masked: masking them everywhere would garble the
+// message and protect nothing (a caller that must not show them drops the
+// message instead).
+func Values(msg string, values []string) string {
+	sorted := make([]string, 0, len(values))
+	for _, v := range values {
+		if len(v) >= minSecret {
+			sorted = append(sorted, v)
+		}
+	}
+	sort.SliceStable(sorted, func(i, j int) bool { return len(sorted[i]) > len(sorted[j]) })
+	for _, v := range sorted {
+		msg = strings.ReplaceAll(msg, v, Mask)
+	}
+	return msg
 }
 
 // Error is err's message scrubbed and bounded; "" for nil.

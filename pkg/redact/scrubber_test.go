@@ -51,3 +51,22 @@ func TestScrubberBoundsLength(t *testing.T) {
 		t.Errorf("Truncate below the mark's length = %q, want the whole runes that fit", got)
 	}
 }
+
+// TestValues: the longest value first, so one holding another is masked
+// whole; values under four bytes are left.
+func TestValues(t *testing.T) {
+	tests := []struct {
+		msg    string
+		values []string
+		want   string
+	}{
+		{"token abcd1234 and abcd", []string{"abcd", "abcd1234"}, "token " + Mask + " and " + Mask},
+		{"pw ab", []string{"ab"}, "pw ab"},
+		{"none here", nil, "none here"},
+	}
+	for _, tt := range tests {
+		if got := Values(tt.msg, tt.values); got != tt.want {
+			t.Errorf("Values(%q, %q) = %q, want %q", tt.msg, tt.values, got, tt.want)
+		}
+	}
+}
