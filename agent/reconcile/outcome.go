@@ -39,6 +39,10 @@ type outcome struct {
 	count unitCount
 	// at says whether the unit's objects are at the cycle's revision.
 	at revisionState
+	// suspended: the fleet repo suspends the unit, which was not
+	// reconciled (reason Suspended); objectsReady says whether its objects
+	// are Ready as they are, which is its Ready status.
+	suspended, objectsReady bool
 	// log, when set, is logged with logAttrs and the unit's name (and
 	// the error at Warn level when err is set).
 	log      string
@@ -87,7 +91,9 @@ const (
 	countWaiting
 )
 
-func (o outcome) ready() bool { return o.err == nil && o.reason == status.ReasonSucceeded }
+func (o outcome) ready() bool {
+	return o.err == nil && (o.reason == status.ReasonSucceeded || o.suspended && o.objectsReady)
+}
 
 // finishUnit records a unit's outcome at rc's revision and reports whether
 // the unit is Ready.
@@ -124,8 +130,20 @@ func (l *Loop) finishUnit(rc *cycleRun, u slice.Unit, st *unitState, o outcome) 
 // the content hash the outcome is about, now when it ended.
 func (st *unitState) record(o outcome, r redact.Scrubber, revision, hash string, now time.Time) {
 	conds := &st.conditions
-	st.suspended = false
+	st.suspended = o.suspended
 	st.ready = o.ready()
+	if o.suspended {
+		// Not reconciled: its readiness at its content and its last error
+		// stay what the last reconcile left.
+		ready := metav1.Condition{Type: status.ConditionReady, Status: metav1.ConditionFalse, Reason: o.reason, Message: o.message}
+		if st.ready {
+			ready.Status = metav1.ConditionTrue
+		}
+		apimeta.SetStatusCondition(conds, ready)
+		apimeta.RemoveStatusCondition(conds, status.ConditionReconciling)
+		apimeta.RemoveStatusCondition(conds, status.ConditionStalled)
+		return
+	}
 	st.recordReadiness(hash, now)
 	if st.ready {
 		st.lastError = ""

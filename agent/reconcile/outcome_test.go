@@ -52,6 +52,26 @@ func TestRecordOutcome(t *testing.T) {
 		cond(st, status.ConditionReady) != string(metav1.ConditionTrue)+"/"+status.ReasonSucceeded+": Applied revision: main@sha1:2" {
 		t.Errorf("ready: %+v", st)
 	}
+	since := st.readySince
+
+	// Suspended: Ready as its objects are, reason Suspended; readiness at
+	// its content and the last error stay as the last reconcile left them.
+	st.lastError = "an earlier failure"
+	st.record(outcome{suspended: true, objectsReady: false, reason: status.ReasonSuspended, message: "suspended", keepLastError: true, progressing: true},
+		r, "main@sha1:3", "sha256:h3", now.Add(time.Hour))
+	if st.ready || !st.suspended || st.lastError != "an earlier failure" || st.readySince != since ||
+		cond(st, status.ConditionReady) != "False/"+status.ReasonSuspended+": suspended" || cond(st, status.ConditionReconciling) != "-" {
+		t.Errorf("suspended, its objects not Ready: %+v", st)
+	}
+	st.record(outcome{suspended: true, objectsReady: true, reason: status.ReasonSuspended, message: "suspended", keepLastError: true},
+		r, "main@sha1:3", "sha256:h3", now.Add(time.Hour))
+	if !st.ready || !st.suspended || cond(st, status.ConditionReady) != "True/"+status.ReasonSuspended+": suspended" {
+		t.Errorf("suspended, its objects Ready: %+v", st)
+	}
+	st.record(outcome{reason: status.ReasonSucceeded}, r, "main@sha1:4", "sha256:h2", now.Add(2*time.Hour))
+	if st.suspended || !st.ready {
+		t.Errorf("resumed: %+v", st)
+	}
 }
 
 // TestRecordReadiness: readySince is the start of the unit's unbroken Ready

@@ -4,9 +4,6 @@ import (
 	"context"
 	"errors"
 
-	apimeta "k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	"github.com/flotilla-gitops/flotilla/agent/apply"
 	"github.com/flotilla-gitops/flotilla/pkg/health"
 	"github.com/flotilla-gitops/flotilla/pkg/slice"
@@ -17,7 +14,8 @@ import (
 // applied, pruned or corrected, whatever its sources or the live objects
 // say. Its inventory and health are read (no writes) so that status tells
 // what the cluster runs and dependents may go on when its objects are
-// Ready. It reports whether the unit is Ready.
+// Ready; its outcome is recorded like any unit's (finishUnit). It reports
+// whether the unit is Ready.
 func (l *Loop) suspendUnit(ctx context.Context, rc *cycleRun, u slice.Unit, st *unitState) bool {
 	if !st.suspended {
 		l.log.Info("unit suspended: its objects are left as they are", "unit", u.Name, "revision", rc.rev.res.Revision)
@@ -41,16 +39,8 @@ func (l *Loop) suspendUnit(ctx context.Context, rc *cycleRun, u slice.Unit, st *
 	if st.appliedRevision != "" {
 		applied = "as applied at " + st.appliedRevision
 	}
-	st.ready = ready
-	cond := metav1.Condition{
-		Type: status.ConditionReady, Status: metav1.ConditionFalse, Reason: status.ReasonSuspended,
-		Message: "suspended in the fleet repo: not applied, pruned or corrected; its objects stay " + applied,
-	}
-	if ready {
-		cond.Status = metav1.ConditionTrue
-	}
-	apimeta.SetStatusCondition(&st.conditions, cond)
-	apimeta.RemoveStatusCondition(&st.conditions, status.ConditionReconciling)
-	apimeta.RemoveStatusCondition(&st.conditions, status.ConditionStalled)
-	return ready
+	return l.finishUnit(rc, u, st, outcome{
+		suspended: true, objectsReady: ready, reason: status.ReasonSuspended, keepLastError: true,
+		message: "suspended in the fleet repo: not applied, pruned or corrected; its objects stay " + applied,
+	})
 }
