@@ -265,7 +265,7 @@ type work struct {
 	entry *Entry
 	// drift: content unchanged, live drifted; re-applied.
 	drift bool
-	// replaced by dryRun (replace): written even when the apply after
+	// replaced by repairAndDryRun (replace): written even when the apply after
 	// it changes nothing.
 	replaced bool
 	// live is the live metadata when plan read it.

@@ -656,6 +656,18 @@ spec:
 	if !errors.Is(err, apply.ErrImmutable) || !errors.Is(err, apply.ErrApply) || !strings.Contains(err.Error(), "Deployment/immutable-app/web") {
 		t.Fatalf("want ErrImmutable naming the deployment: %v", err)
 	}
+	// The dry-run pass writes nothing: when a sibling of the same stage
+	// fails its dry-run, the Deployment that needs re-creating is left as
+	// it is.
+	badService := parse(t, fmt.Sprintf("apiVersion: v1\nkind: Service\nmetadata: {name: bad, namespace: %s}\nspec:\n  ports: [{port: 99999}]\n", ns))
+	_, err = f.a.Apply(ctx(t), apply.UnitRequest{Name: "u", Hash: "2b", Objects: append(dep("b"), badService...), RecreateImmutable: true})
+	var oe *apply.ObjectError
+	if !errors.As(err, &oe) || oe.Op != "dry-run" || oe.Name != "bad" {
+		t.Fatalf("want the Service's dry-run error: %v", err)
+	}
+	if live := f.get("apps/v1", "Deployment", ns, "web"); live.GetUID() != uid {
+		t.Fatalf("the Deployment was re-created although its sibling failed its dry-run")
+	}
 	res := f.apply(apply.UnitRequest{Name: "u", Hash: "2", Objects: dep("b"), RecreateImmutable: true})
 	live := f.get("apps/v1", "Deployment", ns, "web")
 	if live.GetUID() == uid || res.Created != 1 {

@@ -25,8 +25,9 @@ import (
 // applyStages applies the objects stage by stage, waiting for written
 // definitions and classes to become Current before the next stage. It
 // stops at the first stage with a failure. Unless direct, every object of
-// a stage passes a server-side dry-run before any is written; when direct
-// (nothing existed), a failure deletes the objects this call created.
+// a stage passes a server-side dry-run, or needs only a repair, before any
+// is written or repaired; when direct (nothing existed), a failure deletes
+// the objects this call created.
 func (a *Applier) applyStages(ctx context.Context, u UnitRequest, toApply []*work, direct bool, res *UnitResult) error {
 	var created []*desired
 	err := func() error {
@@ -113,22 +114,29 @@ func (a *Applier) allAbsent(ctx context.Context, toApply []*work) (bool, error) 
 
 // applyBatch applies one stage's objects in ssa order; consecutive objects
 // of the same kind go in parallel. Unless direct, all are dry-run first and
-// nothing is written unless every dry-run passes. Objects it creates are
-// appended to created.
+// nothing is written, repairs included, unless every dry-run passes or
+// needs only a repair. Objects it creates are appended to created.
 func (a *Applier) applyBatch(ctx context.Context, u UnitRequest, batch []*work, direct bool, res *UnitResult, created *[]*desired) (object.ObjMetadataSet, error) {
 	dry := make([]*unstructured.Unstructured, len(batch))
 	if !direct {
-		g, gctx := errgroup.WithContext(ctx)
-		g.SetLimit(a.opts.Concurrency)
-		dryErrs := make([]error, len(batch))
-		for i, w := range batch {
-			g.Go(func() error {
-				dry[i], dryErrs[i] = a.dryRun(gctx, u, w)
-				return nil
-			})
+		// First a pure pass: every object's dry-run passes, or fails in a
+		// way a repair may fix. Only then are repairs made (they write:
+		// ownership moved, an object deleted and created again, or
+		// replaced), so a sibling whose dry-run fails leaves every object
+		// as it was.
+		repairs := make([]bool, len(batch))
+		if err := a.eachOf(ctx, batch, func(ctx context.Context, i int, w *work) (err error) {
+			dry[i], repairs[i], err = a.probe(ctx, u, w)
+			return err
+		}); err != nil {
+			return nil, err
 		}
-		_ = g.Wait()
-		if err := errors.Join(dryErrs...); err != nil {
+		if err := a.eachOf(ctx, batch, func(ctx context.Context, i int, w *work) (err error) {
+			if repairs[i] {
+				dry[i], err = a.repairAndDryRun(ctx, u, w)
+			}
+			return err
+		}); err != nil {
 			return nil, err
 		}
 	}
@@ -227,30 +235,68 @@ func skipReason(u UnitRequest, d *desired, dr *unstructured.Unstructured) ssa.Ac
 	return ""
 }
 
-// dryRun returns the object as the API server would store it. Fields
-// that imperative edits own are taken over first (takeover.go) when the
-// dry-run shows such fields or fails as Invalid (an item whose list key
-// kubectl changed merges with the one Git has). The object is recreated
-// when the apply changes an immutable field and the unit allows that. It
-// is replaced (replace, an update with Git's content) when it is still
-// Invalid while its content is what was last applied successfully: then
-// the live object's drift, not Git, makes the merge invalid.
-func (a *Applier) dryRun(ctx context.Context, u UnitRequest, w *work) (*unstructured.Unstructured, error) {
-	d := w.d
-	try := func() (*unstructured.Unstructured, error) {
-		rctx, cancel := a.reqCtx(ctx)
-		defer cancel()
-		obj, _, err := a.serverSideApply(rctx, d.obj, true)
-		return obj, err
+// eachOf runs fn for every object of the batch, up to Concurrency at a
+// time, and joins their errors; every fn runs to its end.
+func (a *Applier) eachOf(ctx context.Context, batch []*work, fn func(ctx context.Context, i int, w *work) error) error {
+	var g errgroup.Group
+	g.SetLimit(a.opts.Concurrency)
+	errs := make([]error, len(batch))
+	for i, w := range batch {
+		g.Go(func() error {
+			errs[i] = fn(ctx, i, w)
+			return nil
+		})
 	}
-	obj, err := try()
+	_ = g.Wait()
+	return errors.Join(errs...)
+}
+
+// dryRunOnly is one server-side dry-run apply of the object.
+func (a *Applier) dryRunOnly(ctx context.Context, d *desired) (*unstructured.Unstructured, error) {
+	rctx, cancel := a.reqCtx(ctx)
+	defer cancel()
+	obj, _, err := a.serverSideApply(rctx, d.obj, true)
+	return obj, err
+}
+
+// probe dry-runs the object and writes nothing. It returns the object as
+// the API server would store it, or repair when the object needs
+// repairAndDryRun first: fields that imperative edits own are taken over
+// (takeover.go) when the dry-run shows such fields, or fails as Invalid
+// while such a manager owns fields of the live object; the object is
+// recreated when the apply changes an immutable field and the unit allows
+// that; it is replaced when it is Invalid while its content is what was
+// last applied successfully (the live object's drift, not Git, makes the
+// merge invalid). Any other failure is the object's error.
+func (a *Applier) probe(ctx context.Context, u UnitRequest, w *work) (obj *unstructured.Unstructured, repair bool, err error) {
+	d := w.d
+	obj, err = a.dryRunOnly(ctx, d)
+	switch {
+	case err == nil:
+		return obj, !u.CreateOnly && skipReason(u, d, obj) == "" && a.foreignFields(obj.GetManagedFields()), nil
+	case u.RecreateImmutable && isImmutable(err):
+		return nil, true, nil
+	case !u.CreateOnly && apierrors.IsInvalid(err) && !isImmutable(err):
+		takeOver := w.live == nil || (w.live.exists && w.live.foreign)
+		if w.drift || takeOver {
+			return nil, true, nil
+		}
+	}
+	return nil, false, objectError("dry-run", ErrApply, d.obj, err)
+}
+
+// repairAndDryRun makes the repairs probe found needed (see probe) and
+// returns the dry-run after them.
+func (a *Applier) repairAndDryRun(ctx context.Context, u UnitRequest, w *work) (*unstructured.Unstructured, error) {
+	d := w.d
+	obj, err := a.dryRunOnly(ctx, d)
 	if !u.CreateOnly && (err == nil && skipReason(u, d, obj) == "" && a.foreignFields(obj.GetManagedFields()) || apierrors.IsInvalid(err)) {
 		took, terr := a.takeOver(ctx, d)
 		if terr != nil {
 			return nil, objectError("take over fields", ErrApply, d.obj, terr)
 		}
 		if took {
-			obj, err = try()
+			obj, err = a.dryRunOnly(ctx, d)
 		}
 	}
 	switch {
@@ -259,7 +305,7 @@ func (a *Applier) dryRun(ctx context.Context, u UnitRequest, w *work) (*unstruct
 		if rerr := a.recreate(ctx, d); rerr != nil {
 			return nil, objectError("recreate", ErrApply, d.obj, rerr)
 		}
-		obj, err = try()
+		obj, err = a.dryRunOnly(ctx, d)
 	case w.drift && !u.CreateOnly && apierrors.IsInvalid(err) && !isImmutable(err):
 		if rerr := a.replace(ctx, d); rerr != nil {
 			return nil, objectError("replace", ErrApply, d.obj, rerr)
@@ -268,7 +314,7 @@ func (a *Applier) dryRun(ctx context.Context, u UnitRequest, w *work) (*unstruct
 		if _, terr := a.takeOver(ctx, d); terr != nil {
 			return nil, objectError("take over fields", ErrApply, d.obj, terr)
 		}
-		obj, err = try()
+		obj, err = a.dryRunOnly(ctx, d)
 	}
 	if err != nil {
 		return nil, objectError("dry-run", ErrApply, d.obj, err)
