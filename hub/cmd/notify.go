@@ -179,7 +179,9 @@ func runNotify(ctx context.Context, stdout, stderr io.Writer, o *notifyOptions) 
 			return err
 		}
 	} else {
-		rec.Auth = gitrepo.Auth{Username: "flotilla", Password: os.Getenv(forgeTokenEnv)}
+		// GitHub takes an Actions token only with this user name; Gitea and
+		// GitLab take any.
+		rec.Auth = gitrepo.Auth{Username: "x-access-token", Password: os.Getenv(forgeTokenEnv)}
 	}
 	var errs []error
 	if client != nil {
