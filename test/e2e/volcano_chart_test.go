@@ -214,25 +214,32 @@ spec:
 	hubRender(t, dir)
 	srv := newGitServer(t)
 	repo := fleetrepo.New(t, srv, "volcano-wait", dir)
-	a := startWaveAgent(t, repo, cluster, c)
+	startWaveAgent(t, repo, cluster, c)
 
 	queue := &unstructured.Unstructured{}
 	queue.SetGroupVersionKind(schema.GroupVersionKind{Group: "scheduling.volcano.sh", Version: "v1beta1", Kind: "Queue"})
-	waitFor(t, 2*time.Minute, "every unit Ready and Queue training created", func() (bool, string) {
-		st := a.loop.Status()
-		if st == nil {
-			return false, "no status yet"
+	bare := srv.RepoPath("volcano-wait")
+	statusRef := "refs/heads/flotilla/status/" + cluster
+	// The status the agent committed, not only its loop's: the history
+	// read below must hold the converged document.
+	waitFor(t, 2*time.Minute, "a committed status with every unit Ready and Queue training created", func() (bool, string) {
+		data, err := exec.Command("git", "-C", bare, "show", statusRef+":status.yaml").Output()
+		if err != nil {
+			return false, "no status committed yet"
+		}
+		st, err := status.Decode(data)
+		if err != nil {
+			return false, err.Error()
 		}
 		if !allUnitsReady(st) || st.AppliedRevision != repo.Head() {
 			return false, describeStatus(st)
 		}
-		err := c.Client().Get(testCtx(t), client.ObjectKey{Name: "training"}, queue)
+		err = c.Client().Get(testCtx(t), client.ObjectKey{Name: "training"}, queue)
 		return err == nil, fmt.Sprint(err)
 	})
 
 	// Every status document the agent committed on its way there.
-	bare := srv.RepoPath("volcano-wait")
-	log, err := exec.Command("git", "-C", bare, "log", "--format=%H", "refs/heads/flotilla/status/"+cluster).Output()
+	log, err := exec.Command("git", "-C", bare, "log", "--format=%H", statusRef).Output()
 	if err != nil {
 		t.Fatal(err)
 	}
