@@ -133,6 +133,11 @@ type Loop struct {
 	syncFailures int
 	// following is the ref the last sync followed (logFollowing).
 	following string
+	// syncFailures and following are written by sync without cycleMu:
+	// by Run between cycles, by a cycle's fetch, and by the cycle's watch
+	// while the cycle's goroutine waits for its units; never two at once
+	// while Cycle and Run are not called concurrently
+	// (TestLoopRunPollsWhileCyclesRun, under -race).
 
 	unitsMu sync.Mutex
 	units   map[string]*unitState

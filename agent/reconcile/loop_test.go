@@ -612,3 +612,63 @@ func mustRel(t *testing.T, base, p string) string {
 	}
 	return rel
 }
+
+// TestLoopRunPollsWhileCyclesRun runs the loop as the agent does (Run):
+// Git is synced between cycles (Run's polls), at a cycle's start and
+// while a cycle's units wait (the watch), all touching the state the loop
+// carries between cycles. Three revisions pushed while it runs, one of
+// them with a unit that waits, are each reconciled. Run it under -race
+// (go test -race -run TestLoopRunPollsWhileCyclesRun ./agent/reconcile):
+// the syncs must not race.
+func TestLoopRunPollsWhileCyclesRun(t *testing.T) {
+	const name = "runpolls"
+	ns := name + "-apps"
+	e := newEnv(t, name, []unit{configMapUnit("a", ns, "1")}, nil)
+	loop, err := reconcile.New(reconcile.Config{
+		Cluster: e.name,
+		Source: &gitrepo.Source{URL: e.url, Auth: gitrepo.Auth{Username: gitserver.Maintainer, Password: e.srv.Password(gitserver.Maintainer)},
+			CacheDir: t.TempDir(), Timeout: 10 * time.Second},
+		Applier: e.applier, Discovery: e.disc, Interval: 400 * time.Millisecond, PollInterval: 50 * time.Millisecond, Workers: 2,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- loop.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}()
+	applied := func(rev string) {
+		t.Helper()
+		deadline := time.Now().Add(2 * time.Minute)
+		for {
+			if st := loop.Status(); st != nil && st.AppliedRevision == rev {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s not applied: %+v", rev, loop.Status())
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	for i, units := range [][]unit{
+		{configMapUnit("a", ns, "2")},
+		{configMapUnit("a", ns, "3"), deploymentUnit("waits", ns, "waits:1")},
+		{configMapUnit("a", ns, "4")},
+	} {
+		rev := "main@sha1:" + e.push(units)
+		if i == 1 {
+			// The Deployment never becomes Ready here: the cycle waits,
+			// and the next push ends the wait through the watch.
+			continue
+		}
+		applied(rev)
+	}
+	if v, err := e.value("a"); err != nil || v != "4" {
+		t.Errorf("ConfigMap a: %q %v, want 4", v, err)
+	}
+}
