@@ -30,7 +30,7 @@
 // Slice refs (slices.go): CutSlices writes, for each cluster, a commit on
 // SliceRef(cluster) whose tree is a main commit's tree pruned to the
 // cluster's paths, plus the proof (that commit's raw object and main's raw
-// trees along the pruned paths); PushSlices pushes them in one push. A
+// trees along the pruned paths); PublishSlices pushes them in one push. A
 // Source with Ref set follows one: it checks the proof by recomputing
 // hashes (ErrBadSlice when the slice is not part of the main commit it
 // names), stores the main commit, and reports it as the Result's Hash, so

@@ -2,9 +2,11 @@ package gitrepo
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	git "github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/plumbing"
 )
 
 // SetMaxPacks lowers the compaction threshold so a test needs few commits.
@@ -16,6 +18,32 @@ func SetMaxPacks(n int) (restore func()) {
 
 // ErrNeedsWalk is errNeedsWalk, for tests of PushSlicesExact.
 var ErrNeedsWalk = errNeedsWalk
+
+// PushSlices pushes the clone's slice refs as PublishSlices does after its
+// cut (pushSlicesExpecting: the exact pack, the walk when the remote lacks
+// a commit it assumes), expecting the remote's slice refs as they are.
+func PushSlices(ctx context.Context, repoDir, remote string, auth Auth) error {
+	ep, err := auth.endpoint(remote, time.Minute)
+	if err != nil {
+		return err
+	}
+	repo, err := git.PlainOpen(repoDir)
+	if err != nil {
+		return err
+	}
+	refs, err := listRefs(ctx, ep, time.Minute)
+	if err != nil {
+		return err
+	}
+	expected := map[plumbing.ReferenceName]plumbing.Hash{}
+	for name, h := range refs {
+		if strings.HasPrefix(name, SliceRefPrefix) {
+			expected[plumbing.ReferenceName(name)] = h
+		}
+	}
+	_, _, err = pushSlicesExpecting(ctx, repo, ep, time.Minute, expected)
+	return err
+}
 
 // PushSlicesExact is PushSlices without the walking fallback, so a test
 // can tell which pushes need none.
@@ -31,9 +59,9 @@ func PushSlicesExact(ctx context.Context, repoDir, remote string, auth Auth) err
 	return pushSlicesExact(ctx, repo.Storer, ep, nil)
 }
 
-// SetBeforeSlicePush runs f between PublishSlices' cut and its push (a
-// race with another publish), until the test ends.
-func SetBeforeSlicePush(t interface{ Cleanup(func()) }, f func()) {
-	beforeSlicePush = f
-	t.Cleanup(func() { beforeSlicePush = nil })
+// WithBeforePush is o running f between PublishSlices' cut and its push
+// (a race with another publish).
+func WithBeforePush(o PublishOptions, f func()) PublishOptions {
+	o.beforePush = f
+	return o
 }

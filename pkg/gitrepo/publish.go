@@ -35,6 +35,10 @@ type PublishOptions struct {
 	Rev string
 	// Paths maps each cluster of Rev to the repo paths of its slice.
 	Paths map[string][]string
+
+	// beforePush, set by a test (WithBeforePush), runs between each cut
+	// and its push.
+	beforePush func()
 }
 
 // Published is what PublishSlices did.
@@ -52,9 +56,6 @@ type Published struct {
 // errSlicesMoved: a remote slice ref changed between the listing and the
 // push (another publish ran).
 var errSlicesMoved = errors.New("slice refs moved on the remote")
-
-// beforeSlicePush, when set by a test, runs between the cut and the push.
-var beforeSlicePush func()
 
 // PublishSlices cuts each cluster's slice of o.Rev as a child of the
 // remote's slice commit and pushes every ref that moved, deleting the
@@ -107,8 +108,8 @@ func PublishSlices(ctx context.Context, o PublishOptions) (Published, error) {
 		if out.Cut, err = CutSlices(o.RepoDir, rev.String(), o.Paths); err != nil {
 			return Published{}, err
 		}
-		if beforeSlicePush != nil {
-			beforeSlicePush()
+		if o.beforePush != nil {
+			o.beforePush()
 		}
 		// Opened again: the cut wrote a pack this handle's storage has not
 		// indexed.

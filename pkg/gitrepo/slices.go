@@ -17,7 +17,6 @@ package gitrepo
 // proven. The main commit's signature is then verified as on the branch.
 
 import (
-	"context"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -25,10 +24,8 @@ import (
 	"path"
 	"sort"
 	"strings"
-	"time"
 
 	git "github.com/go-git/go-git/v5"
-	"github.com/go-git/go-git/v5/config"
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/filemode"
 	"github.com/go-git/go-git/v5/plumbing/object"
@@ -185,54 +182,6 @@ func CutSlices(repoDir, rev string, paths map[string][]string) (map[string]strin
 		}
 	}
 	return out, nil
-}
-
-// PushSlices pushes every slice ref of the local repository repoDir to
-// remote in one push (forced: a slice ref follows main, wherever the
-// publisher's last run left it). The pack holds only what the slices add
-// to main and to the remote's previous slices (pushSlicesExact), unless
-// the remote lacks their main commit or previous slice.
-func PushSlices(ctx context.Context, repoDir, remote string, auth Auth, timeout time.Duration) error {
-	ep, err := auth.endpoint(remote, timeoutOr(timeout))
-	if err != nil {
-		return err
-	}
-	repo, err := git.PlainOpen(repoDir)
-	if err != nil {
-		return fmt.Errorf("open %s: %w", repoDir, err)
-	}
-	opCtx, cancel := context.WithTimeout(ctx, timeoutOr(timeout))
-	defer cancel()
-	err = pushSlicesExact(opCtx, repo.Storer, ep, nil)
-	if !errors.Is(err, errNeedsWalk) {
-		if err == nil {
-			return nil
-		}
-		return classify(ctx, "push", ep.redacted, err)
-	}
-	// Named one by one, not by a wildcard, which go-git would expand over
-	// git's lock files too.
-	local, err := hashRefs(repo.Storer, SliceRefPrefix)
-	if err != nil {
-		return fmt.Errorf("list slice refs of %s: %w", repoDir, err)
-	}
-	if len(local) == 0 {
-		return nil // go-git would push its default, every branch
-	}
-	specs := make([]config.RefSpec, 0, len(local))
-	for _, r := range local {
-		specs = append(specs, config.RefSpec("+"+r.Name().String()+":"+r.Name().String()))
-	}
-	rem := git.NewRemote(repo.Storer, &config.RemoteConfig{Name: "origin", URLs: []string{ep.url}})
-	err = rem.PushContext(opCtx, &git.PushOptions{
-		RefSpecs: specs,
-		Auth:     ep.auth,
-		CABundle: ep.caBundle,
-	})
-	if err == nil || errors.Is(err, git.NoErrAlreadyUpToDate) {
-		return nil
-	}
-	return classify(ctx, "push", ep.redacted, err)
 }
 
 // cutTree returns t's entries (t is directory dir of main's tree) kept by

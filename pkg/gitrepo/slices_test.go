@@ -53,7 +53,7 @@ func cutAndPublish(t *testing.T, srv *gitserver.Server) map[string]string {
 		t.Errorf("the cut wrote loose objects: %s before, %s after", loose, after)
 	}
 	run(t, clone, "git", "fsck", "--strict", "--no-dangling")
-	if err := gitrepo.PushSlices(context.Background(), clone, srv.URL("fleet"), userAuth(srv, gitserver.Maintainer), 0); err != nil {
+	if err := gitrepo.PushSlices(context.Background(), clone, srv.URL("fleet"), userAuth(srv, gitserver.Maintainer)); err != nil {
 		t.Fatal(err)
 	}
 	return got
@@ -236,7 +236,8 @@ func TestSliceRefusesForgery(t *testing.T) {
 // (git receive-pack, which checks that every pushed ref is complete)
 // takes it, first and after a merge, and fsck finds nothing missing.
 // Slices of a main commit the server lacks, or that do not follow the
-// server's slice ref, need the walk: PushSlices then pushes with it.
+// server's slice ref, need the walk: the publisher's push
+// (pushSlicesExpecting, through the test's PushSlices) then pushes with it.
 func TestPushSlicesExact(t *testing.T) {
 	srv, auth := fleet(t, sliceFleet)
 	ctx := context.Background()
@@ -253,7 +254,7 @@ func TestPushSlicesExact(t *testing.T) {
 		if exact {
 			err = gitrepo.PushSlicesExact(ctx, clone, srv.URL("fleet"), auth)
 		} else {
-			err = gitrepo.PushSlices(ctx, clone, srv.URL("fleet"), auth, 0)
+			err = gitrepo.PushSlices(ctx, clone, srv.URL("fleet"), auth)
 		}
 		if err != nil {
 			t.Fatal(err)
@@ -384,13 +385,19 @@ func TestPublishSlices(t *testing.T) {
 	srv, _ := fleet(t, sliceFleet)
 	ctx := context.Background()
 	both := map[string][]string{"member1": member1Paths, "member2": {"rendered/member2", "apps/db"}}
-	publish := func(t *testing.T, rev string, paths map[string][]string) gitrepo.Published {
+	// publish runs a publish of rev; beforePush, when given, runs between
+	// its cut and its push.
+	publish := func(t *testing.T, rev string, paths map[string][]string, beforePush ...func()) gitrepo.Published {
 		t.Helper()
 		clone := filepath.Join(t.TempDir(), "clone")
 		run(t, "", "git", "clone", "-q", "--bare", srv.UserURL("fleet", gitserver.Maintainer), clone)
-		res, err := gitrepo.PublishSlices(ctx, gitrepo.PublishOptions{
+		o := gitrepo.PublishOptions{
 			RepoDir: clone, Remote: srv.URL("fleet"), Auth: userAuth(srv, gitserver.Maintainer), Rev: rev, Paths: paths,
-		})
+		}
+		for _, f := range beforePush {
+			o = gitrepo.WithBeforePush(o, f)
+		}
+		res, err := gitrepo.PublishSlices(ctx, o)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -430,17 +437,16 @@ func TestPublishSlices(t *testing.T) {
 	// stale), the run starts over, finds itself superseded and leaves the
 	// newer slices.
 	var third string
-	gitrepo.SetBeforeSlicePush(t, func() {
+	overtake := func() {
 		if third != "" {
 			return
 		}
 		third = srv.Commit(t, "fleet", gitserver.Maintainer, map[string]string{"rendered/member1/web/kust.yaml": "resources: [b]\n"}, nil, "a newer merge")
-		gitrepo.SetBeforeSlicePush(t, nil)
 		if r := publish(t, third, map[string][]string{"member1": member1Paths}); r.Superseded || len(r.Moved) != 1 {
 			t.Errorf("the newer merge's publish = %+v", r)
 		}
-	})
-	res = publish(t, second, map[string][]string{"member1": member1Paths})
+	}
+	res = publish(t, second, map[string][]string{"member1": member1Paths}, overtake)
 	if !res.Superseded || res.Head != third {
 		t.Fatalf("the overtaken publish = %+v, want superseded by %s", res, third)
 	}

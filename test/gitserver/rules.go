@@ -61,7 +61,7 @@ func ForgeConfig(clusters ...string) Config {
 	cfg.Rules = []Rule{
 		{User: Maintainer, Refs: []string{"refs/heads/main"}},
 		{User: Maintainer, Refs: []string{"refs/heads/*", "refs/tags/*"}, Force: true},
-		// The publisher of per-cluster slice commits (gitrepo.PushSlices).
+		// The publisher of per-cluster slice commits (gitrepo.PublishSlices).
 		{User: Maintainer, Refs: []string{"refs/flotilla/slices/*"}, Force: true},
 		// What flotilla notify sent (its history is compacted: forced).
 		{User: Maintainer, Refs: []string{"refs/flotilla/notify"}, Force: true},
