@@ -20,7 +20,6 @@ import (
 	"github.com/flotilla-gitops/flotilla/hub/forge"
 	"github.com/flotilla-gitops/flotilla/hub/notify"
 	"github.com/flotilla-gitops/flotilla/pkg/gitrepo"
-	"github.com/flotilla-gitops/flotilla/pkg/status"
 )
 
 // forgeTokenEnv holds the forge's API token: an environment variable, so
@@ -216,20 +215,11 @@ func runNotify(ctx context.Context, stdout, stderr io.Writer, o *notifyOptions) 
 // snapshot reads the fleet view and the clusters' documents in one pass,
 // from --status-repo or the repo's own status refs.
 func (o *notifyOptions) snapshot(ctx context.Context, root string) (*fleetview.Snapshot, error) {
-	ro := fleetview.ReadOptions{Repo: root, Timeout: o.status.timeout, Now: o.status.now}
-	if s := o.status.statusRepo; s != "" {
-		if o.status.statusShards > 1 && !strings.Contains(s, status.ShardPlaceholder) {
-			return nil, fmt.Errorf("--status-repo has no %s placeholder for %d shards", status.ShardPlaceholder, o.status.statusShards)
-		}
-		ro.StatusRepos = status.ShardURLs(s, o.status.statusShards)
+	ro, err := o.status.readOptions(root)
+	if err != nil {
+		return nil, err
 	}
-	if o.status.authDir != "" {
-		auth, err := gitrepo.LoadAuth(o.status.authDir)
-		if err != nil {
-			return nil, err
-		}
-		ro.Auth = auth
-	}
+	ro.Now = o.status.now
 	snap, err := fleetview.ReadSnapshot(ctx, ro)
 	if err != nil {
 		return nil, fmt.Errorf("read cluster status: %w", err)

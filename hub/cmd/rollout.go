@@ -393,28 +393,37 @@ func readProgress(ctx context.Context, o *rolloutOptions, args []string) ([]*rol
 	return out, root, nil
 }
 
-// documents reads the clusters' status from --status-repo, or from the
-// repo's own status refs.
-func (o *rolloutOptions) documents(ctx context.Context, root string, repo *fleet.Repo) (map[string]fleetview.ClusterDocument, error) {
-	ro := fleetview.ReadOptions{Repo: o.statusRepo, Timeout: o.timeout}
-	if o.statusRepo == "" {
-		ro.Repo = fleetrender.DefaultStatusRepo(root)
-	} else if o.statusShards > 1 {
-		if !strings.Contains(o.statusRepo, status.ShardPlaceholder) {
-			return nil, fmt.Errorf("--status-repo has no %s placeholder for %d shards", status.ShardPlaceholder, o.statusShards)
+// readOptions say where the clusters' status is read: --status-repo (with
+// {shard} over --status-shards repos), else the status refs of the fleet
+// repo at root; with --git-credentials-dir's credentials.
+func (o *rolloutOptions) readOptions(root string) (fleetview.ReadOptions, error) {
+	ro := fleetview.ReadOptions{Repo: root, Timeout: o.timeout}
+	if o.statusRepo != "" {
+		if o.statusShards > 1 && !strings.Contains(o.statusRepo, status.ShardPlaceholder) {
+			return ro, fmt.Errorf("--status-repo has no %s placeholder for %d shards", status.ShardPlaceholder, o.statusShards)
 		}
-		ro.Repo, ro.StatusRepos = root, status.ShardURLs(o.statusRepo, o.statusShards)
-	}
-	out := map[string]fleetview.ClusterDocument{}
-	if ro.Repo == "" {
-		return out, nil
+		ro.StatusRepos = status.ShardURLs(o.statusRepo, o.statusShards)
 	}
 	if o.authDir != "" {
 		auth, err := gitrepo.LoadAuth(o.authDir)
 		if err != nil {
-			return nil, err
+			return ro, err
 		}
 		ro.Auth = auth
+	}
+	return ro, nil
+}
+
+// documents reads the clusters' status from --status-repo, or from the
+// repo's own status refs.
+func (o *rolloutOptions) documents(ctx context.Context, root string, repo *fleet.Repo) (map[string]fleetview.ClusterDocument, error) {
+	out := map[string]fleetview.ClusterDocument{}
+	if o.statusRepo == "" && fleetrender.DefaultStatusRepo(root) == "" {
+		return out, nil
+	}
+	ro, err := o.readOptions(root)
+	if err != nil {
+		return nil, err
 	}
 	docs, err := fleetview.DocumentsFor(ctx, ro, repo)
 	if err != nil {
