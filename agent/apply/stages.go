@@ -124,16 +124,17 @@ func (a *Applier) applyBatch(ctx context.Context, u UnitRequest, batch []*work, 
 		// ownership moved, an object deleted and created again, or
 		// replaced), so a sibling whose dry-run fails leaves every object
 		// as it was.
-		repairs := make([]bool, len(batch))
+		repair := make([]bool, len(batch))
+		dryErrs := make([]error, len(batch)) // what each repair starts from
 		if err := a.eachOf(ctx, batch, func(ctx context.Context, i int, w *work) (err error) {
-			dry[i], repairs[i], err = a.probe(ctx, u, w)
+			dry[i], repair[i], dryErrs[i], err = a.probe(ctx, u, w)
 			return err
 		}); err != nil {
 			return nil, err
 		}
 		if err := a.eachOf(ctx, batch, func(ctx context.Context, i int, w *work) (err error) {
-			if repairs[i] {
-				dry[i], err = a.repairAndDryRun(ctx, u, w)
+			if repair[i] {
+				dry[i], err = a.repairAndDryRun(ctx, u, w, dry[i], dryErrs[i])
 			}
 			return err
 		}); err != nil {
@@ -267,29 +268,30 @@ func (a *Applier) dryRunOnly(ctx context.Context, d *desired) (*unstructured.Uns
 // recreated when the apply changes an immutable field and the unit allows
 // that; it is replaced when it is Invalid while its content is what was
 // last applied successfully (the live object's drift, not Git, makes the
-// merge invalid). Any other failure is the object's error.
-func (a *Applier) probe(ctx context.Context, u UnitRequest, w *work) (obj *unstructured.Unstructured, repair bool, err error) {
+// merge invalid). Any other failure is the object's error. For a repair,
+// dryErr is the dry-run's own error (nil when it passed with fields to
+// take over), which repairAndDryRun starts from.
+func (a *Applier) probe(ctx context.Context, u UnitRequest, w *work) (obj *unstructured.Unstructured, repair bool, dryErr, err error) {
 	d := w.d
-	obj, err = a.dryRunOnly(ctx, d)
+	obj, dryErr = a.dryRunOnly(ctx, d)
 	switch {
-	case err == nil:
-		return obj, !u.CreateOnly && skipReason(u, d, obj) == "" && a.foreignFields(obj.GetManagedFields()), nil
-	case u.RecreateImmutable && isImmutable(err):
-		return nil, true, nil
-	case !u.CreateOnly && apierrors.IsInvalid(err) && !isImmutable(err):
+	case dryErr == nil:
+		return obj, !u.CreateOnly && skipReason(u, d, obj) == "" && a.foreignFields(obj.GetManagedFields()), nil, nil
+	case u.RecreateImmutable && isImmutable(dryErr):
+		return nil, true, dryErr, nil
+	case !u.CreateOnly && apierrors.IsInvalid(dryErr) && !isImmutable(dryErr):
 		takeOver := w.live == nil || (w.live.exists && w.live.foreign)
 		if w.drift || takeOver {
-			return nil, true, nil
+			return nil, true, dryErr, nil
 		}
 	}
-	return nil, false, objectError("dry-run", ErrApply, d.obj, err)
+	return nil, false, nil, objectError("dry-run", ErrApply, d.obj, dryErr)
 }
 
-// repairAndDryRun makes the repairs probe found needed (see probe) and
-// returns the dry-run after them.
-func (a *Applier) repairAndDryRun(ctx context.Context, u UnitRequest, w *work) (*unstructured.Unstructured, error) {
+// repairAndDryRun makes the repairs probe found needed (see probe), from
+// probe's dry-run (obj, err), and returns the dry-run after them.
+func (a *Applier) repairAndDryRun(ctx context.Context, u UnitRequest, w *work, obj *unstructured.Unstructured, err error) (*unstructured.Unstructured, error) {
 	d := w.d
-	obj, err := a.dryRunOnly(ctx, d)
 	if !u.CreateOnly && (err == nil && skipReason(u, d, obj) == "" && a.foreignFields(obj.GetManagedFields()) || apierrors.IsInvalid(err)) {
 		took, terr := a.takeOver(ctx, d)
 		if terr != nil {
