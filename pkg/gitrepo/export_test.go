@@ -23,11 +23,7 @@ var ErrNeedsWalk = errNeedsWalk
 // cut (pushSlicesExpecting: the exact pack, the walk when the remote lacks
 // a commit it assumes), expecting the remote's slice refs as they are.
 func PushSlices(ctx context.Context, repoDir, remote string, auth Auth) error {
-	ep, err := auth.endpoint(remote, time.Minute)
-	if err != nil {
-		return err
-	}
-	repo, err := git.PlainOpen(repoDir)
+	ep, repo, err := openForPush(repoDir, remote, auth)
 	if err != nil {
 		return err
 	}
@@ -48,15 +44,20 @@ func PushSlices(ctx context.Context, repoDir, remote string, auth Auth) error {
 // PushSlicesExact is PushSlices without the walking fallback, so a test
 // can tell which pushes need none.
 func PushSlicesExact(ctx context.Context, repoDir, remote string, auth Auth) error {
-	ep, err := auth.endpoint(remote, time.Minute)
-	if err != nil {
-		return err
-	}
-	repo, err := git.PlainOpen(repoDir)
+	ep, repo, err := openForPush(repoDir, remote, auth)
 	if err != nil {
 		return err
 	}
 	return pushSlicesExact(ctx, repo.Storer, ep, nil)
+}
+
+func openForPush(repoDir, remote string, auth Auth) (*endpoint, *git.Repository, error) {
+	ep, err := auth.endpoint(remote, time.Minute)
+	if err != nil {
+		return nil, nil, err
+	}
+	repo, err := git.PlainOpen(repoDir)
+	return ep, repo, err
 }
 
 // WithBeforePush is o running f between PublishSlices' cut and its push
